@@ -1,0 +1,39 @@
+#pragma once
+// One error type for the whole library. Messages name the object, what was expected and what was found;
+// `where()` is the throwing site ("file:line") so a user report points at the check that fired.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace alps {
+
+class Error : public std::runtime_error {
+ public:
+  Error(std::string message, std::string where) : std::runtime_error(std::move(message)), where_(std::move(where)) {}
+  /// "file:line" of the check that raised the error.
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+std::string where(const char* file, int line);
+}  // namespace detail
+
+}  // namespace alps
+
+/// Throws alps::Error with the concatenation of the arguments.
+#define ALPS_FAIL(...) throw ::alps::Error(::alps::detail::concat(__VA_ARGS__), ::alps::detail::where(__FILE__, __LINE__))
+/// Throws alps::Error unless `cond` holds.
+#define ALPS_CHECK(cond, ...) \
+  do {                        \
+    if (!(cond)) ALPS_FAIL(__VA_ARGS__); \
+  } while (0)

@@ -1,0 +1,36 @@
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace alps {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+/// Sends spdlog's default logger to stderr (stdout is reserved for --json documents) at `level`.
+void init_logging(LogLevel level);
+/// "trace|debug|info|warn|error|off" -> LogLevel.
+LogLevel parse_log_level(std::string_view name);
+
+/// Progress of a long loop: each step() logs "<what> i/n <label> | elapsed | ETA" at info level.
+class Progress {
+ public:
+  Progress(std::string what, int64_t total);
+  /// Marks item `done` (1-based count of finished items) and logs with `label`.
+  void step(int64_t done, std::string_view label);
+  double elapsed_seconds() const;
+
+ private:
+  std::string what_;
+  int64_t total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Seconds since `start` (steady clock).
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+/// "1m05s", "3.2s", "1h02m": for progress lines.
+std::string format_duration(double seconds);
+
+}  // namespace alps

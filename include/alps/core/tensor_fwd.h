@@ -1,0 +1,8 @@
+#pragma once
+// Forward declarations so that headers taking tensors by reference stay cheap to include (SPEC: light headers).
+namespace at {
+class Tensor;
+}
+namespace c10 {
+struct Device;
+}

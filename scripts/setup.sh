@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every Debian package alps needs and builds it (Release) into build/.
+# Usage: scripts/setup.sh [extra cmake args...]     BUILD_DIR=... to build elsewhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libtorch-dev          # CPU libtorch 1.13
+  libopenblas0-pthread  # without it libtorch multiplies matrices with the reference BLAS (~60x slower)
+  libsentencepiece-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libgtest-dev libpcre2-dev zlib1g-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build_dir="${BUILD_DIR:-build}"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,60 @@
+#include "alps/core/build_info.h"
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+#include <link.h>
+#include <torch/cuda.h>
+
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#ifndef ALPS_VERSION
+#define ALPS_VERSION "0.0.0"
+#endif
+
+namespace alps {
+
+namespace {
+
+// libtorch calls sgemm through whatever libblas.so.3 the dynamic linker found (Debian's alternatives system), so
+// the loaded libraries, not the build configuration, tell whether matrix products run on OpenBLAS or the reference.
+int collect_blas(struct dl_phdr_info* info, size_t, void* out) {
+  std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  if (name.find("blas") != std::string::npos || name.find("mkl") != std::string::npos) {
+    std::error_code ec;
+    auto real = std::filesystem::canonical(name, ec);
+    static_cast<std::vector<std::string>*>(out)->push_back(ec ? name : real.string());
+  }
+  return 0;
+}
+
+}  // namespace
+
+BuildInfo build_info() {
+  BuildInfo info;
+  info.alps_version = ALPS_VERSION;
+  info.torch_version = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                       std::to_string(TORCH_VERSION_PATCH);
+  info.cuda_available = torch::cuda::is_available();
+  info.cuda_devices = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
+  std::vector<std::string> libs;
+  dl_iterate_phdr(collect_blas, &libs);
+  for (const auto& l : libs) info.blas += (info.blas.empty() ? "" : ", ") + l;
+  if (info.blas.empty()) info.blas = "none loaded as a shared library (statically linked or MKL inside libtorch)";
+  info.threads = at::get_num_threads();
+  return info;
+}
+
+std::string build_info_text(const BuildInfo& info) {
+  std::ostringstream os;
+  os << "alps " << info.alps_version << "\n"
+     << "libtorch " << info.torch_version << "\n"
+     << "cuda: " << (info.cuda_available ? "available (" + std::to_string(info.cuda_devices) + " device(s))" : "not available")
+     << "\n"
+     << "blas: " << info.blas << "\n"
+     << "threads: " << info.threads << "\n";
+  return os.str();
+}
+
+}  // namespace alps

@@ -1,0 +1,38 @@
+#include "alps/core/device.h"
+
+#include <torch/cuda.h>
+
+#include "alps/core/error.h"
+
+namespace alps {
+
+c10::Device resolve_device(std::string_view name) {
+  if (name == "auto") return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name.substr(0, 4) == "cuda") {
+    ALPS_CHECK(torch::cuda::is_available(), "device '", name,
+               "' requested but this libtorch build sees no CUDA device (use --device cpu or auto)");
+    return c10::Device(std::string(name));
+  }
+  ALPS_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+}
+
+c10::ScalarType parse_dtype(std::string_view name) {
+  if (name == "fp32" || name == "float32") return c10::kFloat;
+  if (name == "fp16" || name == "float16" || name == "half") return c10::kHalf;
+  if (name == "bf16" || name == "bfloat16") return c10::kBFloat16;
+  if (name == "fp64" || name == "float64") return c10::kDouble;
+  ALPS_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return "fp32";
+    case c10::kHalf: return "fp16";
+    case c10::kBFloat16: return "bf16";
+    case c10::kDouble: return "fp64";
+    default: return c10::toString(t);
+  }
+}
+
+}  // namespace alps

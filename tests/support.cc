@@ -1,0 +1,79 @@
+#include "support.h"
+
+#include <ATen/ATen.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace alps::test {
+
+namespace fs = std::filesystem;
+
+::testing::AssertionResult all_close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol) {
+  if (a.sizes() != b.sizes())
+    return ::testing::AssertionFailure() << "shape " << a.sizes() << " vs " << b.sizes();
+  at::Tensor x = a.detach().cpu().to(at::kDouble);
+  at::Tensor y = b.detach().cpu().to(at::kDouble);
+  at::Tensor excess = (x - y).abs() - (atol + rtol * y.abs());
+  if (x.numel() == 0 || excess.max().item<double>() <= 0) return ::testing::AssertionSuccess();
+  const int64_t i = excess.flatten().argmax().item<int64_t>();
+  return ::testing::AssertionFailure() << "worst element " << i << ": " << x.flatten()[i].item<double>() << " vs "
+                                       << y.flatten()[i].item<double>() << " (atol " << atol << ", rtol " << rtol
+                                       << ", max |diff| " << (x - y).abs().max().item<double>() << ")";
+}
+
+fs::path data_dir() {
+  if (const char* env = std::getenv("ALPS_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return ALPS_TEST_DATA_DIR;
+}
+
+fs::path source_dir() { return ALPS_SOURCE_DIR; }
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("alps-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+CliResult run_cli(const std::vector<std::string>& args) {
+#ifndef ALPS_CLI_PATH
+  ADD_FAILURE() << "this test suite was not built with the CLI (ALPS_CLI_PATH undefined)";
+  return {};
+#else
+  TempDir tmp;
+  std::string cmd = quote(ALPS_CLI_PATH);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string());
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(tmp / "out");
+  r.err = slurp(tmp / "err");
+  return r;
+#endif
+}
+
+}  // namespace alps::test

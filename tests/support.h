@@ -1,0 +1,41 @@
+#pragma once
+// Shared test helpers: tensor comparison, fixture directories, the data directory and running the CLI.
+#include <ATen/core/Tensor.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace alps::test {
+
+/// |a - b| <= atol + rtol |b| elementwise (fp64 comparison), with the worst element in the failure message.
+::testing::AssertionResult all_close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol);
+#define EXPECT_ALL_CLOSE(a, b, atol, rtol) EXPECT_TRUE(::alps::test::all_close((a), (b), (atol), (rtol)))
+
+/// ../shared/data as configured at build time ($ALPS_DATA_DIR overrides).
+std::filesystem::path data_dir();
+/// The repository root (for configs/ and scripts/).
+std::filesystem::path source_dir();
+
+/// A fresh directory removed when the object goes out of scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+/// Runs the built `alps` executable with `args` (each shell-quoted) and captures both streams.
+CliResult run_cli(const std::vector<std::string>& args);
+
+}  // namespace alps::test
