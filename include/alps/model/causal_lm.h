@@ -1,0 +1,86 @@
+#pragma once
+// A causal LM is an embedding stage, a list of transformer blocks and a head. The pruning pipeline drives it block
+// by block; evaluation runs it whole. Weights live on the host in their checkpoint dtype (memory-mapped where
+// possible) and are made resident on the compute device per block, so a 7B model prunes with one block on the GPU.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alps/model/config.h"
+
+namespace alps::model {
+
+using TensorMap = std::map<std::string, at::Tensor>;
+
+/// Sees the input of every prunable linear during a block forward: the linear's short name ("self_attn.q_proj")
+/// and its input activations [batch, seq, in] on the compute device.
+using LinearObserver = std::function<void(const std::string& linear, const at::Tensor& input)>;
+
+struct SaveOptions {
+  /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
+  int64_t max_shard_bytes = 5'000'000'000;
+};
+
+class Architecture;  // per-family forward (llama.cc, opt.cc)
+
+class CausalLM {
+ public:
+  /// Loads and validates a Hugging Face checkpoint directory (config.json, model.safetensors or sharded with
+  /// model.safetensors.index.json). Errors name the file and the tensor.
+  static CausalLM load(const std::filesystem::path& dir);
+  CausalLM(CausalLM&&) noexcept;
+  CausalLM& operator=(CausalLM&&) noexcept;
+  ~CausalLM();
+
+  const ModelConfig& config() const;
+  const std::filesystem::path& dir() const;
+  int64_t num_blocks() const;
+  /// Prunable linears of a block, short names in execution order (OPT: self_attn.{q,k,v,out}_proj, fc1, fc2;
+  /// LLaMA: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj).
+  std::vector<std::string> linear_names() const;
+  /// Checkpoint name of block i's linear weight, e.g. "model.layers.3.self_attn.q_proj.weight".
+  std::string weight_name(int64_t block, const std::string& linear) const;
+
+  /// Device and dtype of every forward computation (default CPU fp32). Resident copies are dropped.
+  void set_compute(c10::Device device, c10::ScalarType dtype);
+  c10::Device compute_device() const;
+  c10::ScalarType compute_dtype() const;
+  /// Makes all weights resident on the compute device (evaluation, generation).
+  void load_all();
+  /// Makes block i resident / drops its resident copy. A forward on a non-resident block copies it for that call.
+  void load_block(int64_t i);
+  void unload_block(int64_t i);
+
+  /// Token ids [batch, seq] (int64) -> hidden states entering block 0, [batch, seq, hidden], compute dtype.
+  at::Tensor embed(const at::Tensor& ids) const;
+  /// Block i on hidden [batch, seq, hidden] (causal attention over the whole sequence, positions 0..seq-1).
+  at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
+  /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
+  at::Tensor head(const at::Tensor& hidden) const;
+  /// embed, every block, head.
+  at::Tensor forward(const at::Tensor& ids) const;
+
+  /// All checkpoint tensor names, sorted.
+  std::vector<std::string> tensor_names() const;
+  /// Host tensor in the checkpoint's dtype.
+  at::Tensor tensor(const std::string& name) const;
+  /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
+  void set_tensor(const std::string& name, const at::Tensor& value);
+
+  /// Writes a checkpoint directory in the input's layout (config.json, generation_config.json, tokenizer files
+  /// copied, safetensors sharded above SaveOptions::max_shard_bytes), staged under a temporary name and renamed.
+  void save(const std::filesystem::path& out_dir, const SaveOptions& options = {}) const;
+
+ private:
+  CausalLM();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace alps::model
