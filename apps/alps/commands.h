@@ -22,6 +22,9 @@ struct CommonOptions {
 void add_common_flags(CLI::App* cmd, CommonOptions& common, bool with_device = true);
 /// Prints `doc` on stdout, pretty, newline-terminated.
 void print_json(const nlohmann::json& doc);
+/// "key=value" flags (--option) -> JSON object; values are parsed as JSON when they can be (numbers, true,
+/// arrays), else kept as strings. A flag without '=' is an error.
+nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments);
 
 void add_solve_layer_command(CLI::App& app, Runner& runner);
 void add_make_problem_command(CLI::App& app, Runner& runner);

@@ -20,12 +20,25 @@ void add_common_flags(CLI::App* cmd, CommonOptions& common, bool with_device) {
 
 void print_json(const nlohmann::json& doc) { std::cout << doc.dump(2) << std::endl; }
 
+nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& a : assignments) {
+    const auto eq = a.find('=');
+    ALPS_CHECK(eq != std::string::npos && eq > 0, "--option expects key=value, got '", a, "'");
+    const std::string value = a.substr(eq + 1);
+    nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    out[a.substr(0, eq)] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+  }
+  return out;
+}
+
 }  // namespace alps::cli
 
 int main(int argc, char** argv) {
   alps::init_logging(alps::LogLevel::kInfo);
   CLI::App app{"alps: one-shot pruning of large language models (ALPS, SparseGPT, Wanda, DSnoT, magnitude)"};
   app.require_subcommand(0, 1);
+  app.fallthrough();  // global flags (--quiet, --log-level) may follow the subcommand
   bool version = false;
   std::string log_level = "info";
   bool quiet = false;

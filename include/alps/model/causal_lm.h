@@ -25,6 +25,9 @@ using LinearObserver = std::function<void(const std::string& linear, const at::T
 struct SaveOptions {
   /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
   int64_t max_shard_bytes = 5'000'000'000;
+  /// Further files (name -> content) written into the staged directory before it is renamed into place, e.g. the
+  /// pruning report, so that they appear together with the checkpoint.
+  std::map<std::string, std::string> extra_files;
 };
 
 class Architecture;  // per-family forward (llama.cc, opt.cc)
@@ -65,6 +68,9 @@ class CausalLM {
   at::Tensor head(const at::Tensor& hidden) const;
   /// embed, every block, head.
   at::Tensor forward(const at::Tensor& ids) const;
+
+  /// Number of stored parameters (tied weights counted once).
+  int64_t num_parameters() const;
 
   /// All checkpoint tensor names, sorted.
   std::vector<std::string> tensor_names() const;

@@ -1,0 +1,53 @@
+#pragma once
+// Calibration statistics of a linear layer (SPEC §1): G = sum_t x_t x_t^T, the input mean and the token count T.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace alps::pipeline {
+
+class LayerStats {
+ public:
+  /// `dtype`: accumulation precision of G (fp32 as the reference, or fp64).
+  LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype);
+  /// Adds inputs x [..., in] (any float dtype, on any device).
+  void add(const at::Tensor& x);
+  const at::Tensor& gram() const { return G_; }  ///< [in, in]
+  at::Tensor mean() const;                        ///< [in], fp32
+  int64_t tokens() const { return T_; }
+
+ private:
+  at::Tensor G_;    // [in, in]
+  at::Tensor sum_;  // [in], fp64
+  int64_t T_ = 0;
+};
+
+/// Statistics for every prunable linear of one block, fed by the block's LinearObserver. Linears that read the same
+/// input tensor (q/k/v; gate/up) share one accumulator: same G, a third of the work.
+class BlockStats {
+ public:
+  BlockStats(c10::Device device, c10::ScalarType dtype);
+  /// The observer callback: (linear short name, its input [batch, seq, in]).
+  void observe(const std::string& linear, const at::Tensor& input);
+  /// Ends one forward call (input sharing is detected within a call).
+  void end_forward();
+  const LayerStats& at(const std::string& linear) const;
+  /// Frees the accumulators once the block is pruned.
+  void clear();
+  /// Bytes held by the accumulators.
+  int64_t bytes() const;
+
+ private:
+  c10::Device device_;
+  c10::ScalarType dtype_;
+  std::vector<std::unique_ptr<LayerStats>> groups_;
+  std::map<std::string, size_t> group_of_;
+  at::Tensor last_input_;
+  size_t last_group_ = 0;
+};
+
+}  // namespace alps::pipeline

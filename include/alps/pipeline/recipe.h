@@ -1,0 +1,60 @@
+#pragma once
+// A pruning recipe (configs/*.json): every knob of a run in one JSON document; command-line flags override it.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace alps::pipeline {
+
+/// Per-layer override: applies to linears whose full name (e.g. "model.layers.3.mlp.down_proj") matches the
+/// shell-style glob `match`; later rules win over earlier ones.
+struct LayerRule {
+  std::string match;
+  bool skip = false;
+  std::optional<std::string> method;
+  std::optional<std::string> pattern;  ///< "0.6" or "2:4"
+  std::optional<std::string> refine;
+  nlohmann::json options = nlohmann::json::object();  ///< merged over the method options
+};
+
+struct Recipe {
+  std::string method = "alps";
+  std::string pattern;  ///< "0.7" (unstructured sparsity) or "N:M"; required
+  std::string refine = "none";
+  int64_t pcg_iterations = 10;
+  nlohmann::json options = nlohmann::json::object();  ///< method constants (make_method options)
+  std::string calib = "c4";
+  int64_t nsamples = 128;
+  int64_t seqlen = 2048;
+  uint64_t seed = 0;
+  std::vector<std::string> skip;  ///< globs of linears left dense
+  std::vector<LayerRule> overrides;
+  std::string device = "auto";
+  std::string dtype = "fp32";   ///< compute dtype of the forward passes
+  int64_t batch_size = 8;       ///< calibration windows per forward call
+  std::string stats_dtype = "fp32";  ///< accumulation dtype of G
+  std::vector<std::string> eval;     ///< datasets evaluated after pruning
+};
+
+/// Parses a recipe; unknown keys and wrong types are errors naming `origin` and the key.
+Recipe recipe_from_json(const nlohmann::json& j, const std::string& origin);
+Recipe load_recipe(const std::filesystem::path& path);
+nlohmann::json recipe_to_json(const Recipe& r);
+
+/// What to do with one linear after applying skip globs and overrides.
+struct LayerPlan {
+  bool skip = false;
+  std::string method;
+  std::string pattern;
+  std::string refine;
+  nlohmann::json options;
+};
+LayerPlan plan_for(const Recipe& r, const std::string& linear_name);
+
+/// Shell-style glob (fnmatch) used by skip and overrides.
+bool glob_match(const std::string& pattern, const std::string& name);
+
+}  // namespace alps::pipeline

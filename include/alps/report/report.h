@@ -1,0 +1,53 @@
+#pragma once
+// What a pruning run reports (alps-report.json): the recipe, software and hardware, one entry per linear layer,
+// phase timings and evaluation results; plus the human summary printed at the end.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace alps::report {
+
+struct LayerReport {
+  int64_t block = 0;
+  std::string name;  ///< full linear name, e.g. "model.layers.3.mlp.down_proj"
+  std::vector<int64_t> shape;  ///< [out, in]
+  bool skipped = false;
+  std::string method;
+  std::string pattern;
+  std::string refine;
+  double sparsity = 0;                       ///< achieved fraction of zeros
+  double rel_error = 0;                      ///< of the method's own weights (SPEC §1)
+  std::optional<double> rel_error_refined;   ///< after the refit, when one ran
+  double seconds = 0;                        ///< method solve
+  double refine_seconds = 0;
+  std::optional<int64_t> iterations;         ///< ALPS ADMM iterations
+  std::optional<double> rho;                 ///< ALPS final rho
+};
+
+struct RunReport {
+  nlohmann::json recipe;
+  std::string model;
+  std::string output;
+  bool complete = false;
+  int64_t blocks_done = 0;
+  int64_t blocks_total = 0;
+  std::vector<LayerReport> layers;
+  std::map<std::string, double> phase_seconds;  ///< calibration, statistics, solve, pruned_forward, save, eval
+  nlohmann::json eval = nlohmann::json::array();
+  nlohmann::json extra = nlohmann::json::object();  ///< memory estimate, calibration details
+};
+
+nlohmann::json to_json(const LayerReport& r);
+LayerReport layer_from_json(const nlohmann::json& j);
+/// The full document, with software (alps, libtorch, BLAS, threads) and hardware (CPU, memory, CUDA) added.
+nlohmann::json to_json(const RunReport& r);
+/// Multi-line summary: overall sparsity, mean error per linear kind, slowest layers, totals, evaluation.
+std::string summary_text(const RunReport& r);
+
+/// CPU model, core count and memory of this machine, plus CUDA devices seen by libtorch.
+nlohmann::json hardware_json();
+
+}  // namespace alps::report

@@ -1,0 +1,153 @@
+#include "alps/pipeline/calibration.h"
+
+#include <ATen/ATen.h>
+#include <zlib.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+
+#include "alps/core/error.h"
+#include "alps/pipeline/py_random.h"
+#include "alps/tokenizer/tokenizer.h"
+
+namespace alps::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string read_all(const fs::path& path) {
+  ALPS_CHECK(fs::is_regular_file(path), "calibration file ", path.string(), " does not exist");
+  if (ends_with(path.string(), ".gz")) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    ALPS_CHECK(f != nullptr, "cannot open ", path.string());
+    std::string out;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    int err = 0;
+    const char* msg = gzerror(f, &err);
+    const bool failed = n < 0 || (err != Z_OK && err != Z_STREAM_END);
+    const std::string why = msg != nullptr ? msg : "";
+    gzclose(f);
+    ALPS_CHECK(!failed, path.string(), ": corrupt gzip data (", why, ")");
+    return out;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ALPS_CHECK(in.good(), "cannot open ", path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string text_field(const nlohmann::json& j, const fs::path& path, size_t line) {
+  ALPS_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(), path.string(), ": record ", line,
+             " has no string field \"text\"");
+  return j["text"].get<std::string>();
+}
+
+}  // namespace
+
+std::vector<std::string> read_documents(const fs::path& path) {
+  const std::string content = read_all(path);
+  std::string name = path.filename().string();
+  if (ends_with(name, ".gz")) name = name.substr(0, name.size() - 3);
+  std::vector<std::string> docs;
+  if (ends_with(name, ".jsonl") || ends_with(name, ".json")) {
+    const auto first = content.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && content[first] == '[') {
+      nlohmann::json arr;
+      try {
+        arr = nlohmann::json::parse(content);
+      } catch (const nlohmann::json::exception& e) {
+        ALPS_FAIL(path.string(), ": invalid JSON (", e.what(), ")");
+      }
+      for (size_t i = 0; i < arr.size(); ++i) docs.push_back(text_field(arr[i], path, i + 1));
+    } else {
+      std::istringstream lines(content);
+      std::string line;
+      size_t n = 0;
+      while (std::getline(lines, line)) {
+        ++n;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {
+          ALPS_FAIL(path.string(), ": line ", n, " is not valid JSON (", e.what(), ")");
+        }
+        docs.push_back(text_field(j, path, n));
+      }
+    }
+  } else {
+    docs.push_back(content);
+  }
+  size_t chars = 0;
+  for (const auto& d : docs) chars += d.size();
+  ALPS_CHECK(chars > 0, "calibration file ", path.string(), " holds no text");
+  return docs;
+}
+
+fs::path resolve_calibration_source(const std::string& source, const fs::path& data_dir) {
+  if (source != "c4") {
+    ALPS_CHECK(fs::is_regular_file(source), "calibration file ", source, " does not exist");
+    return source;
+  }
+  // The full shard SparseGPT reads, then the 1000-document prefix of it that ships with this project's data.
+  const fs::path dir = data_dir / "text" / "c4";
+  const fs::path candidates[] = {dir / "c4-train.00000-of-01024.json.gz", dir / "c4-train.00000-of-01024.json",
+                                 dir / "c4-train.00000-of-01024.first1000.jsonl"};
+  std::string looked;
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c)) return c;
+    looked += " " + c.string();
+  }
+  ALPS_FAIL("calibration source c4: none of these files exists:", looked,
+            " (set --data-dir / ALPS_DATA_DIR, or pass --calib FILE)");
+}
+
+at::Tensor sample_windows(const std::vector<std::string>& documents, const tokenizer::Tokenizer& tokenizer,
+                          const CalibrationOptions& options) {
+  ALPS_CHECK(options.nsamples > 0 && options.seqlen > 1, "calibration needs nsamples > 0 and seqlen > 1, got ",
+             options.nsamples, " and ", options.seqlen);
+  ALPS_CHECK(!documents.empty(), "calibration source has no documents");
+  // Tokenise lazily, once per document: the reference re-tokenises on every draw, which gives the same ids.
+  std::unordered_map<int64_t, std::vector<int64_t>> cache;
+  auto ids_of = [&](int64_t doc) -> const std::vector<int64_t>& {
+    auto it = cache.find(doc);
+    if (it == cache.end()) it = cache.emplace(doc, tokenizer.encode(documents[doc], true)).first;
+    return it->second;
+  };
+  // The reference loops forever when no document is long enough; fail up front instead.
+  bool any_long = false;
+  for (int64_t d = 0; d < static_cast<int64_t>(documents.size()) && !any_long; ++d)
+    any_long = static_cast<int64_t>(ids_of(d).size()) > options.seqlen;
+  ALPS_CHECK(any_long, "no calibration document is longer than seqlen = ", options.seqlen,
+             " tokens; use a shorter --seqlen or a larger calibration text");
+
+  PyRandom rng(options.seed);
+  at::Tensor windows = at::empty({options.nsamples, options.seqlen}, at::kLong);
+  auto* out = windows.data_ptr<int64_t>();
+  const auto n_docs = static_cast<int64_t>(documents.size());
+  for (int64_t s = 0; s < options.nsamples; ++s) {
+    // One document (a plain text file) is sampled like the reference WikiText-2/PTB loaders, which draw only the
+    // window start; drawing a document index first would consume random numbers and shift every window.
+    const std::vector<int64_t>* ids = &ids_of(0);
+    if (n_docs > 1) {
+      do {
+        ids = &ids_of(rng.randint(0, n_docs - 1));
+      } while (static_cast<int64_t>(ids->size()) <= options.seqlen);
+    }
+    const int64_t start = rng.randint(0, static_cast<int64_t>(ids->size()) - options.seqlen - 1);
+    std::copy(ids->begin() + start, ids->begin() + start + options.seqlen, out + s * options.seqlen);
+  }
+  return windows;
+}
+
+}  // namespace alps::pipeline

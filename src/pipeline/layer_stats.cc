@@ -1,0 +1,69 @@
+#include "alps/pipeline/layer_stats.h"
+
+#include <ATen/ATen.h>
+
+#include "alps/core/error.h"
+
+namespace alps::pipeline {
+
+LayerStats::LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype)
+    : G_(at::zeros({in_features, in_features}, at::TensorOptions().device(device).dtype(dtype))),
+      sum_(at::zeros({in_features}, at::TensorOptions().device(device).dtype(at::kDouble))) {}
+
+void LayerStats::add(const at::Tensor& x) {
+  const int64_t in = G_.size(0);
+  ALPS_CHECK(x.dim() >= 1 && x.size(-1) == in, "layer statistics expect inputs [..., ", in, "], got ", x.sizes());
+  at::Tensor X = x.reshape({-1, in}).to(G_.device(), G_.scalar_type());  // [tokens, in]
+  G_.addmm_(X.t(), X);
+  sum_.add_(X.sum(0, /*keepdim=*/false, at::kDouble));
+  T_ += X.size(0);
+}
+
+at::Tensor LayerStats::mean() const {
+  return T_ > 0 ? (sum_ / static_cast<double>(T_)).to(at::kFloat) : at::zeros_like(sum_, at::kFloat);
+}
+
+BlockStats::BlockStats(c10::Device device, c10::ScalarType dtype) : device_(device), dtype_(dtype) {}
+
+void BlockStats::observe(const std::string& linear, const at::Tensor& input) {
+  // Holding the previous input keeps its memory alive, so an equal data pointer really is the same activations
+  // (not a freed buffer the allocator handed out again).
+  const bool same_input = last_input_.defined() && input.data_ptr() == last_input_.data_ptr() &&
+                          input.sizes() == last_input_.sizes();
+  auto it = group_of_.find(linear);
+  if (it == group_of_.end()) {
+    if (!same_input) {
+      groups_.push_back(std::make_unique<LayerStats>(input.size(-1), device_, dtype_));
+      last_group_ = groups_.size() - 1;
+      groups_.back()->add(input);
+    }
+    group_of_[linear] = last_group_;
+  } else if (!same_input || it->second != last_group_) {
+    last_group_ = it->second;
+    groups_[last_group_]->add(input);
+  }
+  last_input_ = input;
+}
+
+void BlockStats::end_forward() { last_input_ = at::Tensor(); }
+
+const LayerStats& BlockStats::at(const std::string& linear) const {
+  auto it = group_of_.find(linear);
+  ALPS_CHECK(it != group_of_.end(), "no calibration statistics were collected for '", linear,
+             "' (the block forward never called the observer for it)");
+  return *groups_[it->second];
+}
+
+void BlockStats::clear() {
+  groups_.clear();
+  group_of_.clear();
+  last_input_ = at::Tensor();
+}
+
+int64_t BlockStats::bytes() const {
+  int64_t b = 0;
+  for (const auto& g : groups_) b += g->gram().numel() * static_cast<int64_t>(g->gram().element_size());
+  return b;
+}
+
+}  // namespace alps::pipeline

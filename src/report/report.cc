@@ -1,0 +1,134 @@
+#include "alps/report/report.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "alps/core/build_info.h"
+
+namespace alps::report {
+
+using json = nlohmann::json;
+
+json to_json(const LayerReport& r) {
+  json j = {{"block", r.block}, {"name", r.name}, {"shape", r.shape}, {"skipped", r.skipped}};
+  if (r.skipped) return j;
+  j.update({{"method", r.method},
+            {"pattern", r.pattern},
+            {"refine", r.refine},
+            {"sparsity", r.sparsity},
+            {"rel_error", r.rel_error},
+            {"seconds", r.seconds},
+            {"refine_seconds", r.refine_seconds}});
+  j["rel_error_refined"] = r.rel_error_refined ? json(*r.rel_error_refined) : json(nullptr);
+  if (r.iterations) j["iterations"] = *r.iterations;
+  if (r.rho) j["rho"] = *r.rho;
+  return j;
+}
+
+LayerReport layer_from_json(const json& j) {
+  LayerReport r;
+  r.block = j.at("block");
+  r.name = j.at("name");
+  r.shape = j.at("shape").get<std::vector<int64_t>>();
+  r.skipped = j.at("skipped");
+  if (r.skipped) return r;
+  r.method = j.at("method");
+  r.pattern = j.at("pattern");
+  r.refine = j.at("refine");
+  r.sparsity = j.at("sparsity");
+  r.rel_error = j.at("rel_error");
+  r.seconds = j.at("seconds");
+  r.refine_seconds = j.at("refine_seconds");
+  if (!j.at("rel_error_refined").is_null()) r.rel_error_refined = j.at("rel_error_refined").get<double>();
+  if (j.contains("iterations")) r.iterations = j["iterations"].get<int64_t>();
+  if (j.contains("rho")) r.rho = j["rho"].get<double>();
+  return r;
+}
+
+json hardware_json() {
+  json hw;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      hw["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  hw["cores"] = std::thread::hardware_concurrency();
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) hw["memory_gib"] = static_cast<double>(pages) * static_cast<double>(page) / (1 << 30);
+  const BuildInfo info = build_info();
+  hw["cuda_devices"] = info.cuda_devices;
+  return hw;
+}
+
+json to_json(const RunReport& r) {
+  const BuildInfo info = build_info();
+  json layers = json::array();
+  int64_t zeros = 0;
+  int64_t total = 0;
+  for (const auto& l : r.layers) {
+    layers.push_back(to_json(l));
+    const int64_t n = l.shape.size() == 2 ? l.shape[0] * l.shape[1] : 0;
+    total += n;
+    if (!l.skipped) zeros += static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
+  }
+  return {{"format", "alps-report/1"},
+          {"complete", r.complete},
+          {"model", r.model},
+          {"output", r.output},
+          {"recipe", r.recipe},
+          {"software",
+           {{"alps", info.alps_version}, {"libtorch", info.torch_version}, {"blas", info.blas}, {"threads", info.threads}}},
+          {"hardware", hardware_json()},
+          {"blocks_done", r.blocks_done},
+          {"blocks_total", r.blocks_total},
+          {"linear_sparsity", total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0},
+          {"phase_seconds", r.phase_seconds},
+          {"layers", layers},
+          {"eval", r.eval},
+          {"extra", r.extra}};
+}
+
+std::string summary_text(const RunReport& r) {
+  std::string out;
+  int64_t zeros = 0, total = 0, pruned = 0, skipped = 0;
+  double solve = 0;
+  // Mean error per linear kind (the name after the block index), which is how layer errors are usually compared.
+  std::map<std::string, std::pair<double, int>> by_kind;
+  for (const auto& l : r.layers) {
+    const int64_t n = l.shape.size() == 2 ? l.shape[0] * l.shape[1] : 0;
+    total += n;
+    if (l.skipped) {
+      ++skipped;
+      continue;
+    }
+    ++pruned;
+    zeros += static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
+    solve += l.seconds + l.refine_seconds;
+    const auto dot = l.name.find('.', l.name.find("layers.") + 7);
+    const std::string kind = dot == std::string::npos ? l.name : l.name.substr(dot + 1);
+    auto& [sum, count] = by_kind[kind];
+    sum += l.rel_error_refined.value_or(l.rel_error);
+    ++count;
+  }
+  out += fmt::format("pruned {} linear layers ({} left dense) in {}/{} blocks; linear-layer sparsity {:.2f}%\n", pruned,
+                     skipped, r.blocks_done, r.blocks_total,
+                     total > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(total) : 0.0);
+  out += "mean relative reconstruction error by layer kind:\n";
+  for (const auto& [kind, v] : by_kind) out += fmt::format("  {:<24} {:.4e}\n", kind, v.first / v.second);
+  out += fmt::format("solver time {:.1f}s; phases:", solve);
+  for (const auto& [phase, s] : r.phase_seconds) out += fmt::format(" {} {:.1f}s", phase, s);
+  out += "\n";
+  for (const auto& e : r.eval)
+    out += fmt::format("perplexity {:<12} {:.4f} ({} windows of {} tokens)\n", e.value("dataset", "?"),
+                       e.value("perplexity", 0.0), e.value("windows", 0), e.value("seqlen", 0));
+  return out;
+}
+
+}  // namespace alps::report

@@ -1,0 +1,55 @@
+#include "alps/pipeline/layer_stats.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+namespace alps::pipeline {
+namespace {
+
+TEST(LayerStats, EqualsExplicitGramMeanAndCount) {
+  at::manual_seed(0);
+  const at::Tensor a = at::randn({2, 5, 6}) + 3;  // non-zero mean
+  const at::Tensor b = at::randn({1, 7, 6});
+  LayerStats s(6, at::kCPU, at::kFloat);
+  s.add(a);
+  s.add(b);
+  const at::Tensor X = at::cat({a.reshape({-1, 6}), b.reshape({-1, 6})}).to(at::kDouble);  // [17, 6]
+  EXPECT_EQ(s.tokens(), 17);
+  EXPECT_ALL_CLOSE(s.gram(), X.t().mm(X), 1e-4, 1e-5);
+  EXPECT_ALL_CLOSE(s.mean(), X.mean(0), 1e-6, 1e-6);
+}
+
+TEST(BlockStats, SharesOneAccumulatorPerDistinctInput) {
+  at::manual_seed(1);
+  BlockStats stats(at::kCPU, at::kFloat);
+  std::vector<at::Tensor> xs, hs;
+  for (int call = 0; call < 2; ++call) {
+    const at::Tensor x = at::randn({1, 4, 8});  // what q/k/v read
+    const at::Tensor h = at::randn({1, 4, 8});  // o_proj's input: same shape, different tensor
+    const at::Tensor u = at::randn({1, 4, 3});  // down_proj's input
+    stats.observe("q", x);
+    stats.observe("k", x);
+    stats.observe("v", x);
+    stats.observe("o", h);
+    stats.observe("down", u);
+    stats.end_forward();
+    xs.push_back(x);
+    hs.push_back(h);
+  }
+  EXPECT_EQ(&stats.at("q"), &stats.at("k"));
+  EXPECT_EQ(&stats.at("q"), &stats.at("v"));
+  EXPECT_NE(&stats.at("q"), &stats.at("o"));
+  EXPECT_EQ(stats.at("q").tokens(), 8) << "shared inputs must be counted once per forward";
+  const at::Tensor X = at::cat(xs, 1).reshape({-1, 8});
+  const at::Tensor H = at::cat(hs, 1).reshape({-1, 8});
+  EXPECT_ALL_CLOSE(stats.at("k").gram(), X.t().mm(X), 1e-4, 1e-5);
+  EXPECT_ALL_CLOSE(stats.at("o").gram(), H.t().mm(H), 1e-4, 1e-5);
+  EXPECT_EQ(stats.at("down").gram().size(0), 3);
+  EXPECT_EQ(stats.bytes(), (8 * 8 * 2 + 3 * 3) * 4);
+  EXPECT_THROW(stats.at("gate"), Error);
+}
+
+}  // namespace
+}  // namespace alps::pipeline

@@ -1,0 +1,191 @@
+// End-to-end `alps prune` on the real stories260K checkpoint with TinyStories calibration text (issue 4).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "alps/io/safetensors.h"
+#include "alps/model/causal_lm.h"
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path model_dir() { return test::data_dir() / "models/stories260K-hf"; }
+std::string calib() { return (test::data_dir() / "text/tinystories/tinystories.train.txt").string(); }
+
+std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra) {
+  std::vector<std::string> a = {"prune",      "--model", model_dir().string(), "--out", out.string(), "--calib",
+                                calib(),      "--nsamples", "8",   "--seqlen", "128",      "--device", "cpu",
+                                "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Zeros a method must leave in a [rows, cols] layer at unstructured sparsity s (SPEC §2 and §4).
+int64_t expected_zeros(const std::string& method, double s, int64_t rows, int64_t cols) {
+  if (method == "wanda" || method == "dsnot") return rows * static_cast<int64_t>(std::floor(s * cols));
+  if (method == "sparsegpt") {  // one threshold per block of 128 columns
+    int64_t z = 0;
+    for (int64_t c = 0; c < cols; c += 128) z += static_cast<int64_t>(std::floor(s * rows * std::min<int64_t>(128, cols - c)));
+    return z;
+  }
+  return static_cast<int64_t>(std::floor(s * rows * cols));
+}
+
+class PruneMethods : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PruneMethods, ExactSparsityInEveryLayerAndTheCheckpointReloads) {
+  const std::string method = GetParam();
+  const auto dense = model::CausalLM::load(model_dir());
+  for (const std::string pattern : {"0.7", "2:4"}) {
+    SCOPED_TRACE(method + " " + pattern);
+    test::TempDir dir;
+    const fs::path out = dir / "pruned";
+    const bool nm = pattern == "2:4";
+    const auto r = test::run_cli(prune_args(out, {"--method", method, nm ? "--pattern" : "--sparsity", pattern}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json report = json::parse(r.out);
+    EXPECT_TRUE(report["complete"].get<bool>());
+    EXPECT_EQ(report["layers"].size(), 35u);  // 5 blocks x 7 linears
+    EXPECT_EQ(json::parse(slurp(out / "alps-report.json"))["layers"], report["layers"]);
+
+    const auto pruned = model::CausalLM::load(out);
+    for (const auto& layer : report["layers"]) {
+      const std::string name = layer["name"].get<std::string>() + ".weight";
+      const at::Tensor W = pruned.tensor(name);
+      const at::Tensor W0 = dense.tensor(name);
+      const int64_t rows = W.size(0), cols = W.size(1);
+      const int64_t zeros = W.eq(0).sum().item<int64_t>();
+      if (nm) {
+        const at::Tensor kept = W.ne(0).reshape({rows, cols / 4, 4}).sum(-1);
+        EXPECT_EQ(kept.max().item<int64_t>(), 2) << name;
+        EXPECT_EQ(zeros, rows * cols / 2) << name;
+      } else {
+        EXPECT_EQ(zeros, expected_zeros(method, 0.7, rows, cols)) << name;
+      }
+      EXPECT_NEAR(layer["sparsity"].get<double>(), static_cast<double>(zeros) / (rows * cols), 1e-12) << name;
+      EXPECT_GE(layer["rel_error"].get<double>(), 0) << name;
+      EXPECT_LT(layer["rel_error"].get<double>(), 1.5) << name;
+      // Kept weights: unchanged for methods that only choose a mask, refit by the others.
+      if (method == "magnitude" || method == "wanda")
+        EXPECT_TRUE(W.eq(0).logical_or(W.eq(W0)).all().item<bool>()) << name;
+      if (method == "alps") {
+        EXPECT_GT(layer["iterations"].get<int64_t>(), 0) << name;
+        EXPECT_GT(layer["rho"].get<double>(), 0) << name;
+      }
+    }
+    // Everything that is not a pruned linear is byte-for-byte the input's.
+    for (const auto& name : dense.tensor_names()) {
+      if (name.find("_proj.weight") != std::string::npos) continue;
+      EXPECT_TRUE(pruned.tensor(name).equal(dense.tensor(name))) << name;
+    }
+    EXPECT_TRUE(at::isfinite(pruned.forward(at::arange(1, 20).view({1, -1}))).all().item<bool>());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, PruneMethods,
+                         ::testing::Values("magnitude", "wanda", "sparsegpt", "dsnot", "alps"));
+
+TEST(PruneCli, ResumeAfterInterruptionGivesByteIdenticalTensors) {
+  test::TempDir dir;
+  const std::vector<std::string> recipe = {"--method", "alps", "--sparsity", "0.6", "--batch-size", "3"};
+  auto whole = prune_args(dir / "whole", recipe);
+  ASSERT_EQ(test::run_cli(whole).exit_code, 0);
+
+  auto part = prune_args(dir / "part", recipe);
+  part.insert(part.end(), {"--stop-after", "2"});
+  const auto first = test::run_cli(part);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_FALSE(json::parse(first.out)["complete"].get<bool>());
+  EXPECT_FALSE(fs::exists(dir / "part/config.json")) << "an unfinished output must not look like a checkpoint";
+  EXPECT_FALSE(fs::exists(dir / "part/model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "part/alps-report.json"));
+
+  // A second interruption, then the rest.
+  part.back() = "1";
+  part.push_back("--resume");
+  ASSERT_EQ(test::run_cli(part).exit_code, 0);
+  part.erase(part.end() - 3, part.end() - 1);  // drop --stop-after 1
+  const auto last = test::run_cli(part);
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  const json report = json::parse(last.out);
+  EXPECT_TRUE(report["complete"].get<bool>());
+  EXPECT_EQ(report["layers"].size(), 35u);
+  EXPECT_EQ(slurp(dir / "part/model.safetensors"), slurp(dir / "whole/model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "part/.alps-state")) << "resume state must not outlive the run";
+}
+
+TEST(PruneCli, ResumeRefusesADifferentRecipe) {
+  test::TempDir dir;
+  auto part = prune_args(dir / "o", {"--method", "wanda", "--sparsity", "0.5", "--stop-after", "1"});
+  ASSERT_EQ(test::run_cli(part).exit_code, 0);
+  const auto r = test::run_cli(prune_args(dir / "o", {"--method", "wanda", "--sparsity", "0.6", "--resume"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("different model or recipe"), std::string::npos) << r.err;
+}
+
+TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
+  test::TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--sparsity", "1.5"}, "sparsity"},
+      {{"--sparsity", "-0.1"}, "sparsity"},
+      {{"--pattern", "2:5"}, "in % 5"},
+      {{"--pattern", "2:4", "--method", "nonsense"}, "unknown pruning method"},
+      {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option 'rho0'"},
+      {{"--sparsity", "0.5", "--calib", (dir / "missing.txt").string()}, "missing.txt"},
+      {{"--sparsity", "0.5", "--seqlen", "4096"}, "exceeds the model's 512 positions"},
+      {{"--sparsity", "0.5", "--resume"}, "holds no interrupted run"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.message);
+    const auto r = test::run_cli(prune_args(dir / "out", c.args));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out")) << "nothing may be written before the inputs are validated";
+  }
+  fs::create_directories(dir / "exists");
+  std::ofstream(dir / "exists/keep.txt") << "user data";
+  const auto r = test::run_cli(prune_args(dir / "exists", {"--sparsity", "0.5"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("already exists (pass --overwrite"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "exists/keep.txt"));
+  const auto usage = test::run_cli({"prune", "--model", model_dir().string()});
+  EXPECT_EQ(usage.exit_code, 2) << "missing --out is a usage error";
+}
+
+TEST(PruneCli, OverwriteReplacesOnlyOnCompletionAndDumpsProblems) {
+  test::TempDir dir;
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "out/old.txt") << "old";
+  const auto r = test::run_cli(prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5", "--overwrite",
+                                                        "--dump-problems", (dir / "problems").string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out/old.txt"));
+  EXPECT_TRUE(fs::exists(dir / "out/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "out/tokenizer.model"));
+  const io::SafetensorsFile p(dir / "problems/model.layers.2.mlp.down_proj.safetensors");
+  EXPECT_EQ(p.entry("weight").shape, (std::vector<int64_t>{64, 172}));
+  EXPECT_EQ(p.entry("gram").shape, (std::vector<int64_t>{172, 172}));
+  EXPECT_EQ(p.metadata().at("tokens"), "1024");  // 8 windows x 128 tokens
+}
+
+}  // namespace
+}  // namespace alps

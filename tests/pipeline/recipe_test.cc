@@ -1,0 +1,84 @@
+#include "alps/pipeline/recipe.h"
+
+#include <gtest/gtest.h>
+
+#include "alps/core/error.h"
+#include "support.h"
+
+namespace alps::pipeline {
+namespace {
+
+using nlohmann::json;
+
+TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
+  const json j = json::parse(R"({
+    "method": "sparsegpt", "sparsity": 0.6, "refine": "pcg", "pcg_iterations": 20,
+    "options": {"blocksize": 64},
+    "calibration": {"source": "file.txt", "nsamples": 16, "seqlen": 256, "seed": 3},
+    "skip": ["*.lm_head"], "overrides": [{"match": "*.mlp.*", "pattern": "2:4"}],
+    "device": "cpu", "dtype": "fp32", "batch_size": 4, "stats_dtype": "fp64", "eval": ["wikitext2"]})");
+  const Recipe r = recipe_from_json(j, "test");
+  EXPECT_EQ(r.method, "sparsegpt");
+  EXPECT_EQ(r.pattern, "0.6");
+  EXPECT_EQ(r.pcg_iterations, 20);
+  EXPECT_EQ(r.nsamples, 16);
+  EXPECT_EQ(r.seed, 3u);
+  EXPECT_EQ(r.overrides.size(), 1u);
+  const Recipe again = recipe_from_json(recipe_to_json(r), "again");
+  EXPECT_EQ(recipe_to_json(again), recipe_to_json(r));
+}
+
+TEST(Recipe, RejectsUnknownKeysAndWrongTypesNamingThem) {
+  auto message = [](const char* text) {
+    try {
+      recipe_from_json(json::parse(text), "recipe x.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(R"({"sparsty": 0.5})").find("unknown key \"sparsty\""), std::string::npos);
+  EXPECT_NE(message(R"({"calibration": {"nsample": 5}})").find("calibration: unknown key \"nsample\""), std::string::npos);
+  EXPECT_NE(message(R"({"nsamples": 5})").find("unknown key"), std::string::npos);
+  EXPECT_NE(message(R"({"batch_size": "big"})").find("\"batch_size\" has the wrong type"), std::string::npos);
+  EXPECT_NE(message(R"({"sparsity": 0.5, "pattern": "2:4"})").find("not both"), std::string::npos);
+  EXPECT_NE(message(R"({"overrides": [{"sparsity": 0.5}]})").find("overrides[0]: needs a string \"match\""),
+            std::string::npos);
+}
+
+TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
+  Recipe r;
+  r.method = "alps";
+  r.pattern = "0.7";
+  r.options = {{"rho0", 0.2}};
+  r.skip = {"*.self_attn.o_proj"};
+  r.overrides.push_back({"model.layers.*.mlp.*", false, std::nullopt, std::string("0.5"), std::nullopt, json::object()});
+  r.overrides.push_back({"*.down_proj", false, std::string("sparsegpt"), std::nullopt, std::string("pcg"),
+                         json{{"blocksize", 32}}});
+  const LayerPlan q = plan_for(r, "model.layers.0.self_attn.q_proj");
+  EXPECT_FALSE(q.skip);
+  EXPECT_EQ(q.pattern, "0.7");
+  EXPECT_EQ(q.options, (json{{"rho0", 0.2}}));
+  EXPECT_TRUE(plan_for(r, "model.layers.3.self_attn.o_proj").skip);
+  EXPECT_EQ(plan_for(r, "model.layers.1.mlp.up_proj").pattern, "0.5");
+  const LayerPlan down = plan_for(r, "model.layers.1.mlp.down_proj");
+  EXPECT_EQ(down.method, "sparsegpt");
+  EXPECT_EQ(down.pattern, "0.5");
+  EXPECT_EQ(down.refine, "pcg");
+  EXPECT_EQ(down.options, (json{{"blocksize", 32}})) << "ALPS constants must not leak into another method";
+}
+
+TEST(Recipe, ShippedConfigsParse) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() / "configs")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const Recipe r = load_recipe(e.path());
+    EXPECT_FALSE(r.pattern.empty());
+    ++n;
+  }
+  EXPECT_GE(n, 4);
+}
+
+}  // namespace
+}  // namespace alps::pipeline
