@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
 
   alps::cli::Runner runner;
+  alps::cli::add_prune_command(app, runner);
 
   try {
     app.parse(argc, argv);
