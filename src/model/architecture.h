@@ -1,0 +1,59 @@
+#pragma once
+// Internal interface between CausalLM (storage, residency, validation, saving) and one model family's forward
+// pass (llama.cc, opt.cc). A family states which tensors a checkpoint must hold and computes on weights it
+// fetches by name, already on the compute device in the compute dtype.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alps/model/causal_lm.h"
+#include "alps/model/config.h"
+
+namespace alps::model {
+
+/// One tensor a checkpoint holds: its name, its shape derived from the config, and whether it may be absent.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool optional = false;
+};
+
+/// Weight access for a forward: name -> tensor on the compute device in the compute dtype.
+using WeightFn = std::function<at::Tensor(const std::string&)>;
+
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  /// Every tensor the checkpoint must (or may) contain.
+  virtual std::vector<TensorSpec> tensor_specs() const = 0;
+  /// Prunable linears of a block, in execution order.
+  virtual std::vector<std::string> linear_names() const = 0;
+  /// "model.layers.3." / "model.decoder.layers.3.".
+  virtual std::string block_prefix(int64_t i) const = 0;
+  /// Names the embedding stage and the head read (made resident by load_all).
+  virtual std::vector<std::string> non_block_tensors() const = 0;
+  virtual at::Tensor embed(const WeightFn& w, const at::Tensor& ids) const = 0;
+  virtual at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& hidden,
+                                   const LinearObserver* observer) const = 0;
+  /// hidden -> logits [batch, seq, vocab] in fp32.
+  virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
+};
+
+std::unique_ptr<Architecture> make_llama(const ModelConfig& config);
+std::unique_ptr<Architecture> make_opt(const ModelConfig& config);
+
+// Shared pieces of the two forwards (attention.cc).
+
+/// Additive causal mask [seq, seq]: 0 on and below the diagonal, -inf above, in `dtype` on `device`.
+at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
+/// Causal multi-head attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
+/// KV head h / (H / KV)); `scale` multiplies q k^T. Returns [B, T, H * D]. The query heads sharing a KV head are
+/// stacked along the sequence axis so that each KV group is one batched matmul, without copying K or V.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
+/// x W^T + b (b may be undefined).
+at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+
+}  // namespace alps::model

@@ -1,0 +1,310 @@
+#include "alps/model/causal_lm.h"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "alps/core/error.h"
+#include "alps/io/safetensors.h"
+#include "alps/io/staged_path.h"
+#include "architecture.h"
+
+namespace alps::model {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kSingleFile = "model.safetensors";
+const char* kIndexFile = "model.safetensors.index.json";
+
+std::string shape_str(c10::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Older LLaMA checkpoints store the RoPE table; it is recomputed from the config, so it is carried but not used.
+bool is_ignored_buffer(const std::string& name) {
+  const std::string suffix = "rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::unique_ptr<Architecture> make_architecture(const ModelConfig& c) {
+  switch (c.family) {
+    case Family::kLlama:
+      return make_llama(c);
+    case Family::kOpt:
+      return make_opt(c);
+  }
+  ALPS_FAIL("unknown model family for architecture '", c.architecture, "'");
+}
+
+}  // namespace
+
+struct CausalLM::State {
+  ModelConfig config;
+  fs::path dir;
+  std::unique_ptr<Architecture> arch;
+  std::vector<io::SafetensorsFile> files;
+  std::map<std::string, at::Tensor> host;       // checkpoint dtype, CPU (mapping views until replaced)
+  std::map<std::string, std::string> file_of;   // tensor -> file name inside dir
+  std::vector<std::string> order;               // input order: file by file, data-offset order
+  std::map<std::string, std::string> metadata;  // __metadata__ of the first file
+  c10::Device device{c10::kCPU};
+  c10::ScalarType dtype = at::kFloat;
+  std::map<std::string, at::Tensor> resident;   // compute device and dtype
+
+  at::Tensor weight(const std::string& name) const {
+    if (auto it = resident.find(name); it != resident.end()) return it->second;
+    auto it = host.find(name);
+    ALPS_CHECK(it != host.end(), "tensor '", name, "' is not part of the checkpoint in ", dir.string());
+    return it->second.to(device, dtype);
+  }
+  WeightFn weight_fn() const {
+    return [this](const std::string& name) { return weight(name); };
+  }
+  void make_resident(const std::string& name) { resident[name] = host.at(name).to(device, dtype); }
+};
+
+CausalLM::CausalLM() : state_(std::make_unique<State>()) {}
+CausalLM::CausalLM(CausalLM&&) noexcept = default;
+CausalLM& CausalLM::operator=(CausalLM&&) noexcept = default;
+CausalLM::~CausalLM() = default;
+
+CausalLM CausalLM::load(const fs::path& dir) {
+  CausalLM m;
+  State& s = *m.state_;
+  s.dir = dir;
+  ALPS_CHECK(fs::is_directory(dir), "model directory ", dir.string(), " does not exist");
+  ALPS_CHECK(fs::exists(dir / "config.json"), "no config.json in model directory ", dir.string());
+  s.config = load_config(dir / "config.json");
+  s.arch = make_architecture(s.config);
+
+  // Which files hold which tensors: the index for sharded checkpoints, else the one model.safetensors.
+  std::vector<std::string> file_names;
+  std::map<std::string, std::string> indexed;
+  if (fs::exists(dir / kIndexFile)) {
+    std::ifstream in(dir / kIndexFile);
+    nlohmann::json index;
+    try {
+      index = nlohmann::json::parse(in);
+      for (const auto& [name, file] : index.at("weight_map").items()) {
+        indexed[name] = file.get<std::string>();
+        if (std::find(file_names.begin(), file_names.end(), indexed[name]) == file_names.end())
+          file_names.push_back(indexed[name]);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      ALPS_FAIL((dir / kIndexFile).string(), ": expected {\"weight_map\": {tensor: file}}: ", e.what());
+    }
+    std::sort(file_names.begin(), file_names.end());
+  } else {
+    ALPS_CHECK(fs::exists(dir / kSingleFile), "no ", kSingleFile, " or ", kIndexFile, " in model directory ",
+               dir.string());
+    file_names.push_back(kSingleFile);
+  }
+
+  for (const std::string& file : file_names) {
+    s.files.emplace_back(dir / file);
+    const io::SafetensorsFile& f = s.files.back();
+    if (s.files.size() == 1) s.metadata = f.metadata();
+    for (const io::TensorEntry& e : f.entries()) {
+      ALPS_CHECK(!s.host.count(e.name), "tensor ", e.name, " appears in both ", s.file_of[e.name], " and ", file);
+      if (!indexed.empty()) {
+        auto it = indexed.find(e.name);
+        ALPS_CHECK(it != indexed.end() && it->second == file, e.name, " in ", file, ": the index ", kIndexFile,
+                   it == indexed.end() ? std::string(" does not list it") : " places it in " + it->second);
+      }
+      s.host[e.name] = f.tensor(e.name);
+      s.file_of[e.name] = file;
+      s.order.push_back(e.name);
+    }
+  }
+  for (const auto& [name, file] : indexed)
+    ALPS_CHECK(s.host.count(name), "tensor ", name, " listed in ", kIndexFile, " is missing from ", file);
+
+  // Every expected tensor present with the config's shape and a float dtype; nothing unexpected.
+  std::set<std::string> expected;
+  for (const TensorSpec& spec : s.arch->tensor_specs()) {
+    expected.insert(spec.name);
+    auto it = s.host.find(spec.name);
+    if (it == s.host.end()) {
+      ALPS_CHECK(spec.optional, "missing tensor ", spec.name, " (", shape_str(spec.shape), ") in ",
+                 (dir / file_names.front()).string(), file_names.size() > 1 ? " and the other shards" : "");
+      continue;
+    }
+    const at::Tensor& t = it->second;
+    const std::string where = spec.name + " in " + s.file_of[spec.name];
+    ALPS_CHECK(t.sizes() == c10::IntArrayRef(spec.shape), where, ": expected ", shape_str(spec.shape), ", got ",
+               shape_str(t.sizes()), " (from config.json of ", s.config.architecture, ")");
+    const auto dt = t.scalar_type();
+    ALPS_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16, where, ": expected dtype F32, F16 or BF16, got ",
+               io::dtype_to_safetensors(dt));
+  }
+  for (const std::string& name : s.order)
+    ALPS_CHECK(expected.count(name) || is_ignored_buffer(name), "unexpected tensor ", name, " in ", s.file_of[name],
+               " for ", s.config.architecture, " with ", s.config.num_layers, " layers");
+  spdlog::debug("loaded {} ({} tensors, {} files) from {}", s.config.architecture, s.host.size(), s.files.size(),
+                dir.string());
+  return m;
+}
+
+const ModelConfig& CausalLM::config() const { return state_->config; }
+const fs::path& CausalLM::dir() const { return state_->dir; }
+int64_t CausalLM::num_blocks() const { return state_->config.num_layers; }
+std::vector<std::string> CausalLM::linear_names() const { return state_->arch->linear_names(); }
+
+std::string CausalLM::weight_name(int64_t block, const std::string& linear) const {
+  ALPS_CHECK(block >= 0 && block < num_blocks(), "block index ", block, " out of range [0, ", num_blocks(), ")");
+  return state_->arch->block_prefix(block) + linear + ".weight";
+}
+
+void CausalLM::set_compute(c10::Device device, c10::ScalarType dtype) {
+  ALPS_CHECK(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
+             "compute dtype must be fp32, fp64, fp16 or bf16");
+  ALPS_CHECK(device.is_cuda() || dtype == at::kFloat || dtype == at::kDouble, "compute dtype ", c10::toString(dtype),
+             " needs a CUDA device; CPU computes in fp32");
+  state_->device = device;
+  state_->dtype = dtype;
+  state_->resident.clear();
+}
+c10::Device CausalLM::compute_device() const { return state_->device; }
+c10::ScalarType CausalLM::compute_dtype() const { return state_->dtype; }
+
+void CausalLM::load_all() {
+  for (const std::string& name : state_->arch->non_block_tensors())
+    if (state_->host.count(name)) state_->make_resident(name);
+  for (int64_t i = 0; i < num_blocks(); ++i) load_block(i);
+}
+
+void CausalLM::load_block(int64_t i) {
+  const std::string prefix = state_->arch->block_prefix(i);
+  for (const auto& [name, t] : state_->host)
+    if (name.compare(0, prefix.size(), prefix) == 0) state_->make_resident(name);
+}
+
+void CausalLM::unload_block(int64_t i) {
+  const std::string prefix = state_->arch->block_prefix(i);
+  for (auto it = state_->resident.begin(); it != state_->resident.end();)
+    it = it->first.compare(0, prefix.size(), prefix) == 0 ? state_->resident.erase(it) : std::next(it);
+}
+
+at::Tensor CausalLM::embed(const at::Tensor& ids) const {
+  const ModelConfig& c = state_->config;
+  ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
+  ALPS_CHECK(ids.size(1) <= c.max_positions, "sequence of ", ids.size(1), " tokens exceeds the model's ",
+             c.max_positions, " positions (max_position_embeddings in ", (state_->dir / "config.json").string(), ")");
+  at::Tensor x = ids.to(state_->device, at::kLong);
+  if (x.numel() > 0) {
+    const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
+    ALPS_CHECK(lo >= 0 && hi < c.vocab_size, "token ids must lie in [0, ", c.vocab_size, "), got [", lo, ", ", hi, "]");
+  }
+  return state_->arch->embed(state_->weight_fn(), x);
+}
+
+at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer) const {
+  ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
+  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
+             " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
+  return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer);
+}
+
+at::Tensor CausalLM::head(const at::Tensor& hidden) const {
+  return state_->arch->head(state_->weight_fn(), hidden.to(state_->device, state_->dtype));
+}
+
+at::Tensor CausalLM::forward(const at::Tensor& ids) const {
+  at::Tensor h = embed(ids);
+  for (int64_t i = 0; i < num_blocks(); ++i) h = block_forward(i, h);
+  return head(h);
+}
+
+std::vector<std::string> CausalLM::tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : state_->host) names.push_back(name);
+  return names;
+}
+
+at::Tensor CausalLM::tensor(const std::string& name) const {
+  auto it = state_->host.find(name);
+  ALPS_CHECK(it != state_->host.end(), "tensor '", name, "' is not part of the checkpoint in ", state_->dir.string());
+  return it->second;
+}
+
+void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
+  auto it = state_->host.find(name);
+  ALPS_CHECK(it != state_->host.end(), "set_tensor: '", name, "' is not part of the checkpoint in ",
+             state_->dir.string());
+  ALPS_CHECK(value.sizes() == it->second.sizes(), "set_tensor ", name, ": expected ", shape_str(it->second.sizes()),
+             ", got ", shape_str(value.sizes()));
+  // A private host copy: never alias the caller's tensor or write through to the mapped file.
+  it->second = value.detach().to(at::kCPU, it->second.scalar_type()).contiguous().clone();
+  if (state_->resident.count(name)) state_->make_resident(name);
+}
+
+int64_t CausalLM::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : state_->host)
+    if (!is_ignored_buffer(name)) n += t.numel();
+  return n;
+}
+
+void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
+  const State& s = *state_;
+  ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(s.dir), "cannot save over the loaded checkpoint ",
+             s.dir.string(), " (its tensors are memory-mapped)");
+  io::StagedPath staged(out_dir);
+  fs::create_directories(staged.temp());
+  // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
+  for (const auto& entry : fs::directory_iterator(s.dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" || name == kIndexFile) continue;
+    fs::copy_file(entry.path(), staged.temp() / name);
+  }
+
+  // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
+  std::vector<std::vector<std::string>> shards(1);
+  int64_t total = 0, in_shard = 0;
+  for (const std::string& name : s.order) {
+    const int64_t bytes = static_cast<int64_t>(s.host.at(name).nbytes());
+    if (in_shard > 0 && in_shard + bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(name);
+    in_shard += bytes;
+    total += bytes;
+  }
+  const bool sharded = total > options.max_shard_bytes;
+  if (!sharded) shards = {s.order};
+
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    const std::string file = sharded ? std::string(buf) : kSingleFile;
+    std::vector<io::TensorEntry> layout;
+    for (const std::string& name : shards[k]) {
+      layout.push_back(io::entry_for(name, s.host.at(name)));
+      weight_map[name] = file;
+    }
+    io::SafetensorsWriter writer(staged.temp() / file, layout, s.metadata);
+    for (const std::string& name : shards[k]) writer.write(name, s.host.at(name));
+    writer.finish();
+  }
+  if (sharded) {
+    std::ofstream out(staged.temp() / kIndexFile);
+    out << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+    ALPS_CHECK(out.good(), "cannot write ", (staged.temp() / kIndexFile).string());
+  }
+  staged.commit();
+  spdlog::info("saved {} tensors ({:.1f} MB, {} file{}) to {}", s.order.size(), total / 1e6, shards.size(),
+               shards.size() > 1 ? "s" : "", out_dir.string());
+}
+
+}  // namespace alps::model

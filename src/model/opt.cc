@@ -1,0 +1,128 @@
+// OPTForCausalLM forward, following transformers' modeling_opt: learned positions with offset 2, pre- or post-
+// LayerNorm blocks (do_layer_norm_before), ReLU MLP, project_in/project_out when word_embed_proj_dim != hidden_size,
+// tied lm_head.
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "alps/core/error.h"
+#include "architecture.h"
+
+namespace alps::model {
+
+namespace {
+
+// OPTLearnedPositionalEmbedding: fairseq reserved the first two rows (padding), so position p reads row p + 2.
+constexpr int64_t kPositionOffset = 2;
+const std::string kPrefix = "model.decoder.";
+
+class Opt final : public Architecture {
+ public:
+  explicit Opt(const ModelConfig& c) : c_(c), project_(c.word_embed_proj_dim != c.hidden_size) {}
+
+  std::vector<TensorSpec> tensor_specs() const override {
+    const int64_t h = c_.hidden_size, f = c_.intermediate_size, e = c_.word_embed_proj_dim;
+    std::vector<TensorSpec> s{{kPrefix + "embed_tokens.weight", {c_.vocab_size, e}},
+                              {kPrefix + "embed_positions.weight", {c_.max_positions + kPositionOffset, h}},
+                              {"lm_head.weight", {c_.vocab_size, e}, c_.tie_word_embeddings}};
+    if (project_) {
+      s.push_back({kPrefix + "project_in.weight", {h, e}});
+      s.push_back({kPrefix + "project_out.weight", {e, h}});
+    }
+    if (c_.do_layer_norm_before) {
+      s.push_back({kPrefix + "final_layer_norm.weight", {h}});
+      s.push_back({kPrefix + "final_layer_norm.bias", {h}});
+    }
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      const std::string p = block_prefix(i);
+      for (auto [name, out, in] : {std::tuple{"self_attn.q_proj", h, h}, {"self_attn.k_proj", h, h},
+                                   {"self_attn.v_proj", h, h}, {"self_attn.out_proj", h, h}, {"fc1", f, h},
+                                   {"fc2", h, f}}) {
+        s.push_back({p + name + ".weight", {out, in}});
+        if (c_.enable_bias) s.push_back({p + name + ".bias", {out}});
+      }
+      for (const char* norm : {"self_attn_layer_norm", "final_layer_norm"}) {
+        s.push_back({p + norm + ".weight", {h}});
+        s.push_back({p + norm + ".bias", {h}});
+      }
+    }
+    return s;
+  }
+
+  std::vector<std::string> linear_names() const override {
+    return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", "fc1", "fc2"};
+  }
+  std::string block_prefix(int64_t i) const override { return kPrefix + "layers." + std::to_string(i) + "."; }
+  std::vector<std::string> non_block_tensors() const override {
+    std::vector<std::string> n{kPrefix + "embed_tokens.weight", kPrefix + "embed_positions.weight", head_name()};
+    if (project_) {
+      n.push_back(kPrefix + "project_in.weight");
+      n.push_back(kPrefix + "project_out.weight");
+    }
+    if (c_.do_layer_norm_before) {
+      n.push_back(kPrefix + "final_layer_norm.weight");
+      n.push_back(kPrefix + "final_layer_norm.bias");
+    }
+    return n;
+  }
+
+  at::Tensor embed(const WeightFn& w, const at::Tensor& ids) const override {
+    const int64_t T = ids.size(1);
+    ALPS_CHECK(T <= c_.max_positions, "OPT input of ", T, " tokens exceeds max_position_embeddings ",
+               c_.max_positions);
+    at::Tensor x = at::embedding(w(kPrefix + "embed_tokens.weight"), ids);
+    if (project_) x = apply_linear(x, w(kPrefix + "project_in.weight"));
+    return x + w(kPrefix + "embed_positions.weight").narrow(0, kPositionOffset, T).unsqueeze(0);
+  }
+
+  at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x,
+                           const LinearObserver* observer) const override {
+    const std::string p = block_prefix(i);
+    const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, D = c_.head_dim;
+    auto lin = [&](const std::string& name, const at::Tensor& in) {
+      if (observer != nullptr) (*observer)(name, in);
+      return apply_linear(in, w(p + name + ".weight"), c_.enable_bias ? w(p + name + ".bias") : at::Tensor());
+    };
+    auto norm = [&](const std::string& name, const at::Tensor& in) {
+      return layer_norm(in, w(p + name + ".weight"), w(p + name + ".bias"));
+    };
+
+    at::Tensor h = c_.do_layer_norm_before ? norm("self_attn_layer_norm", x) : x;
+    at::Tensor q = lin("self_attn.q_proj", h).view({B, T, H, D}).transpose(1, 2);
+    at::Tensor k = lin("self_attn.k_proj", h).view({B, T, H, D}).transpose(1, 2);
+    at::Tensor v = lin("self_attn.v_proj", h).view({B, T, H, D}).transpose(1, 2);
+    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));
+    at::Tensor out = x + lin("self_attn.out_proj", a);
+    if (!c_.do_layer_norm_before) out = norm("self_attn_layer_norm", out);
+
+    h = c_.do_layer_norm_before ? norm("final_layer_norm", out) : out;
+    out = out + lin("fc2", at::relu(lin("fc1", h)));
+    if (!c_.do_layer_norm_before) out = norm("final_layer_norm", out);
+    return out;
+  }
+
+  at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
+    at::Tensor h = hidden;
+    // transformers drops the decoder's final LayerNorm for post-LN models (OPT-350M).
+    if (c_.do_layer_norm_before)
+      h = layer_norm(h, w(kPrefix + "final_layer_norm.weight"), w(kPrefix + "final_layer_norm.bias"));
+    if (project_) h = apply_linear(h, w(kPrefix + "project_out.weight"));
+    return at::matmul(h, w(head_name()).t()).to(at::kFloat);
+  }
+
+ private:
+  std::string head_name() const { return c_.tie_word_embeddings ? kPrefix + "embed_tokens.weight" : "lm_head.weight"; }
+
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
+    return at::layer_norm(x, {c_.hidden_size}, weight, bias, c_.norm_eps);
+  }
+
+  ModelConfig c_;
+  bool project_;
+};
+
+}  // namespace
+
+std::unique_ptr<Architecture> make_opt(const ModelConfig& config) { return std::make_unique<Opt>(config); }
+
+}  // namespace alps::model

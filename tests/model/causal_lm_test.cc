@@ -1,0 +1,167 @@
+// Forward pass against independent references: transformers' own logits on random-weight fixtures
+// (scripts/make_model_fixtures.py) and the stories260K-hf README's per-story NLLs and greedy continuation.
+#include "alps/model/causal_lm.h"
+
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+
+#include "alps/io/safetensors.h"
+#include "support.h"
+
+namespace alps::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
+fs::path stories_dir() { return test::data_dir() / "models" / "stories260K-hf"; }
+
+class GoldenLogits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenLogits, MatchTransformers) {
+  CausalLM m = CausalLM::load(fixture(GetParam()));
+  io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
+  at::Tensor logits = m.forward(golden.tensor("input_ids"));
+  EXPECT_EQ(logits.scalar_type(), at::kFloat);
+  EXPECT_ALL_CLOSE(logits, golden.tensor("logits"), 1e-4, 1e-4);
+  // The golden logits have O(1) spread, so a wrong forward cannot pass by being near-constant.
+  EXPECT_GT(golden.tensor("logits").std().item<double>(), 0.5);
+}
+
+TEST_P(GoldenLogits, BlockByBlockEqualsForwardAndResidencyIsTransparent) {
+  CausalLM m = CausalLM::load(fixture(GetParam()));
+  io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
+  at::Tensor ids = golden.tensor("input_ids");
+  at::Tensor h = m.embed(ids);
+  for (int64_t i = 0; i < m.num_blocks(); ++i) {
+    m.load_block(i);
+    h = m.block_forward(i, h);
+    m.unload_block(i);
+  }
+  EXPECT_ALL_CLOSE(m.head(h), golden.tensor("logits"), 1e-4, 1e-4);
+  m.load_all();
+  EXPECT_ALL_CLOSE(m.forward(ids), golden.tensor("logits"), 1e-4, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,
+                         ::testing::Values("opt_pre", "opt_post", "opt_proj", "llama_gqa", "llama_bias_bf16"));
+
+TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
+  for (const char* name : {"opt_pre", "llama_gqa"}) {
+    CausalLM m = CausalLM::load(fixture(name));
+    at::Tensor ids = at::randint(0, m.config().vocab_size, {2, 7}, at::kLong);
+    std::vector<std::string> seen;
+    std::vector<at::Tensor> inputs;
+    LinearObserver obs = [&](const std::string& linear, const at::Tensor& x) {
+      seen.push_back(linear);
+      inputs.push_back(x.clone());
+    };
+    at::Tensor h = m.embed(ids);
+    at::Tensor out = m.block_forward(1, h, &obs);
+    ASSERT_EQ(seen, m.linear_names()) << name;
+    // q, k and v read the same normed input; every input is [batch, seq, in] with the weight's `in`.
+    EXPECT_TRUE(inputs[0].equal(inputs[1]) && inputs[0].equal(inputs[2])) << name;
+    for (size_t j = 0; j < seen.size(); ++j) {
+      const at::Tensor w = m.tensor(m.weight_name(1, seen[j]));
+      EXPECT_EQ(inputs[j].sizes(), (std::vector<int64_t>{2, 7, w.size(1)})) << name << " " << seen[j];
+    }
+    EXPECT_TRUE(out.equal(m.block_forward(1, h))) << "observer must not change the result";
+  }
+}
+
+TEST(CausalLM, CausalityLaterTokensDoNotChangeEarlierLogits) {
+  CausalLM m = CausalLM::load(fixture("llama_gqa"));
+  at::Tensor ids = at::randint(0, 96, {1, 16}, at::kLong);
+  at::Tensor changed = ids.clone();
+  changed.index_put_({0, 15}, (ids.index({0, 15}) + 1) % 96);
+  EXPECT_ALL_CLOSE(m.forward(ids).narrow(1, 0, 15), m.forward(changed).narrow(1, 0, 15), 1e-6, 0);
+  EXPECT_FALSE(at::allclose(m.forward(ids).narrow(1, 15, 1), m.forward(changed).narrow(1, 15, 1)));
+}
+
+TEST(CausalLM, SetTensorChangesTheForwardAndKeepsTheCheckpointDtype) {
+  CausalLM m = CausalLM::load(fixture("llama_bias_bf16"));
+  const std::string name = m.weight_name(0, "mlp.up_proj");
+  at::Tensor ids = at::randint(0, 96, {1, 5}, at::kLong);
+  at::Tensor before = m.forward(ids);
+  m.load_all();
+  m.set_tensor(name, at::zeros_like(m.tensor(name), at::kFloat));
+  EXPECT_EQ(m.tensor(name).scalar_type(), at::kBFloat16);
+  EXPECT_EQ(m.tensor(name).count_nonzero().item<int64_t>(), 0);
+  EXPECT_FALSE(at::allclose(before, m.forward(ids)));
+  EXPECT_THROW(m.set_tensor(name, at::zeros({3, 3})), Error);
+}
+
+TEST(CausalLM, Stories260KInfo) {
+  CausalLM m = CausalLM::load(stories_dir());
+  EXPECT_EQ(m.config().architecture, "LlamaForCausalLM");
+  EXPECT_EQ(m.num_blocks(), 5);
+  EXPECT_EQ(m.num_parameters(), 260032);  // README: 260,032 parameters (tied head counted once)
+}
+
+// README "Reference perplexity": story by story, [BOS] + ids, no EOS, log_softmax in fp64.
+TEST(CausalLM, Stories260KReproducesReadmeNll) {
+  CausalLM m = CausalLM::load(stories_dir());
+  std::ifstream in(fixture("stories260K_sample_ids.json"));
+  const auto doc = nlohmann::json::parse(in);
+  const double readme_story_nll[] = {1.3160, 1.2386, 0.9522, 1.4934, 1.1879};
+  ASSERT_EQ(doc["ids"].size(), 5u);
+  double total = 0;
+  int64_t count = 0;
+  for (size_t s = 0; s < 5; ++s) {
+    const auto ids_vec = doc["ids"][s].get<std::vector<int64_t>>();
+    at::Tensor ids = at::tensor(ids_vec, at::kLong).unsqueeze(0);
+    at::Tensor logp = at::log_softmax(m.forward(ids)[0].to(at::kDouble), -1);
+    const int64_t n = ids.size(1) - 1;
+    at::Tensor nll = -logp.narrow(0, 0, n).gather(1, ids[0].narrow(0, 1, n).unsqueeze(1));
+    const double story = nll.mean().item<double>();
+    EXPECT_NEAR(story, readme_story_nll[s], 1e-4 * readme_story_nll[s]) << "story " << s;
+    total += nll.sum().item<double>();
+    count += n;
+  }
+  EXPECT_EQ(count, 1804);
+  EXPECT_NEAR(total / count, 1.266441, 1e-4 * 1.266441);
+}
+
+TEST(CausalLM, Stories260KGreedyContinuationFromBos) {
+  CausalLM m = CausalLM::load(stories_dir());
+  m.load_all();
+  const std::vector<int64_t> readme = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
+                                       338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433,
+                                       426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338,
+                                       391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415};
+  std::vector<int64_t> ids = {1};
+  for (size_t t = 0; t < readme.size(); ++t) {
+    at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0));
+    ids.push_back(logits[0][-1].argmax().item<int64_t>());
+  }
+  EXPECT_EQ(std::vector<int64_t>(ids.begin() + 1, ids.end()), readme);
+}
+
+TEST(CausalLM, RejectsBadTokenInput) {
+  CausalLM m = CausalLM::load(fixture("opt_pre"));
+  EXPECT_THROW(m.forward(at::full({1, 3}, 96, at::kLong)), Error);           // id >= vocab
+  EXPECT_THROW(m.forward(at::zeros({1, 65}, at::kLong)), Error);             // > max_position_embeddings 64
+  EXPECT_THROW(m.forward(at::zeros({3}, at::kLong)), Error);                 // not [batch, seq]
+  EXPECT_THROW(m.set_compute(c10::Device(c10::kCPU), at::kHalf), Error);   // half needs CUDA
+}
+
+TEST(CausalLM, GoldenLogits_CUDA) {
+  for (const char* name : {"opt_pre", "llama_gqa"}) {
+    CausalLM m = CausalLM::load(fixture(name));
+    io::SafetensorsFile golden(fixture(std::string(name) + ".golden.safetensors"));
+    m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);
+    m.load_all();
+    at::Tensor logits = m.forward(golden.tensor("input_ids"));
+    EXPECT_TRUE(logits.is_cuda());
+    EXPECT_ALL_CLOSE(logits.cpu(), golden.tensor("logits"), 2e-3, 2e-3);  // TF32 may be on for CUDA matmuls
+    m.set_compute(c10::Device(c10::kCUDA, 0), at::kBFloat16);
+    EXPECT_ALL_CLOSE(m.forward(golden.tensor("input_ids")).cpu(), golden.tensor("logits"), 0.3, 0.1);
+  }
+}
+
+}  // namespace
+}  // namespace alps::model

@@ -1,0 +1,212 @@
+// Checkpoint validation (errors name the file and the tensor) and saving (layout, names, dtypes, sharding, ties).
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+#include "alps/io/safetensors.h"
+#include "alps/model/causal_lm.h"
+#include "support.h"
+
+namespace alps::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
+
+// A writable copy of a fixture under a fresh name in `tmp`.
+fs::path copy_fixture(const std::string& name, const test::TempDir& tmp) {
+  static int counter = 0;
+  const fs::path dir = tmp / (name + "-" + std::to_string(counter++));
+  fs::copy(fixture(name), dir, fs::copy_options::recursive);
+  for (const auto& e : fs::directory_iterator(dir))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
+
+// The message of the alps::Error `f` throws (fails the test if it throws nothing).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected alps::Error";
+  return "";
+}
+
+// Rewrites dir/model.safetensors with `edit` applied to its tensor list.
+template <typename Edit>
+void rewrite_weights(const fs::path& dir, Edit edit) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  {
+    io::SafetensorsFile f(dir / "model.safetensors");
+    for (const auto& e : f.entries()) tensors.emplace_back(e.name, f.tensor(e.name).clone());
+  }
+  edit(tensors);
+  io::save_safetensors(dir / "model.safetensors", tensors);
+}
+
+void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j;
+  std::ifstream(dir / "config.json") >> j;
+  edit(j);
+  std::ofstream(dir / "config.json") << j.dump(2);
+}
+
+TEST(Checkpoint, WrongShapeNamesTensorFileAndShapes) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("llama_gqa", tmp);
+  rewrite_weights(dir, [](auto& ts) {
+    for (auto& [name, t] : ts)
+      if (name == "model.layers.1.mlp.up_proj.weight") t = t.t().contiguous();
+  });
+  EXPECT_EQ(error_of([&] { CausalLM::load(dir); }).rfind(
+                "model.layers.1.mlp.up_proj.weight in model.safetensors: expected [48, 32], got [32, 48]", 0),
+            0u);
+}
+
+TEST(Checkpoint, MissingAndExtraTensors) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("opt_pre", tmp);
+  rewrite_weights(dir, [](auto& ts) {
+    ts.erase(std::remove_if(ts.begin(), ts.end(), [](auto& p) { return p.first.find("layers.1.fc2.bias") != std::string::npos; }),
+             ts.end());
+  });
+  std::string msg = error_of([&] { CausalLM::load(dir); });
+  EXPECT_NE(msg.find("missing tensor model.decoder.layers.1.fc2.bias"), std::string::npos) << msg;
+
+  fs::path dir2 = copy_fixture("opt_post", tmp);
+  rewrite_weights(dir2, [](auto& ts) { ts.emplace_back("model.decoder.layers.2.fc1.weight", at::zeros({64, 32})); });
+  msg = error_of([&] { CausalLM::load(dir2); });
+  EXPECT_NE(msg.find("unexpected tensor model.decoder.layers.2.fc1.weight in model.safetensors"), std::string::npos)
+      << msg;
+}
+
+TEST(Checkpoint, IntegerDtypeRejected) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("opt_pre", tmp);
+  rewrite_weights(dir, [](auto& ts) {
+    for (auto& [name, t] : ts)
+      if (name == "model.decoder.layers.0.fc1.bias") t = t.to(at::kInt);
+  });
+  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("fc1.bias in model.safetensors: expected dtype F32, F16 or BF16"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, TruncatedAndCorruptSafetensors) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("opt_pre", tmp);
+  const auto size = fs::file_size(dir / "model.safetensors");
+  fs::resize_file(dir / "model.safetensors", size - 100);
+  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("model.safetensors"), std::string::npos);
+
+  fs::path dir2 = copy_fixture("opt_post", tmp);
+  {
+    std::fstream f(dir2 / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(9);
+    f.write("###", 3);  // inside the JSON header
+  }
+  EXPECT_NE(error_of([&] { CausalLM::load(dir2); }).find("model.safetensors"), std::string::npos);
+
+  fs::path dir3 = copy_fixture("llama_gqa", tmp);
+  fs::remove(dir3 / "model.safetensors");
+  EXPECT_NE(error_of([&] { CausalLM::load(dir3); }).find("no model.safetensors or model.safetensors.index.json"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, UnknownArchitectureAndBadConfig) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("opt_pre", tmp);
+  edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPTNeoXForCausalLM"}; });
+  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("unknown architecture 'GPTNeoXForCausalLM'"), std::string::npos);
+
+  fs::path dir2 = copy_fixture("llama_gqa", tmp);
+  edit_config(dir2, [](nlohmann::json& j) { j["num_key_value_heads"] = 3; });
+  EXPECT_NE(error_of([&] { CausalLM::load(dir2); }).find("not a multiple of num_key_value_heads 3"), std::string::npos);
+
+  fs::path dir3 = copy_fixture("llama_gqa", tmp);
+  edit_config(dir3, [](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
+  EXPECT_NE(error_of([&] { CausalLM::load(dir3); }).find("got 'yarn'"), std::string::npos);
+}
+
+TEST(Checkpoint, ShardedIndexMismatch) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("opt_proj", tmp);
+  nlohmann::json index;
+  std::ifstream(dir / "model.safetensors.index.json") >> index;
+  const std::string moved = index["weight_map"].begin().key();
+  const std::string file = index["weight_map"][moved];
+  index["weight_map"][moved] = file == "model-00001-of-00003.safetensors" ? "model-00002-of-00003.safetensors"
+                                                                          : "model-00001-of-00003.safetensors";
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump();
+  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find(moved), std::string::npos);
+}
+
+// Every tensor of `a` is in `b` with the same dtype and identical bytes.
+void expect_same_tensors(const CausalLM& a, const CausalLM& b) {
+  ASSERT_EQ(a.tensor_names(), b.tensor_names());
+  for (const std::string& name : a.tensor_names()) {
+    EXPECT_EQ(a.tensor(name).scalar_type(), b.tensor(name).scalar_type()) << name;
+    EXPECT_TRUE(a.tensor(name).view(at::kByte).equal(b.tensor(name).view(at::kByte))) << name;
+  }
+}
+
+TEST(Checkpoint, SaveIsFaithfulAndKeepsSideFiles) {
+  test::TempDir tmp;
+  for (const char* name : {"opt_pre", "llama_bias_bf16", "opt_proj"}) {
+    CausalLM m = CausalLM::load(fixture(name));
+    m.save(tmp / name);
+    EXPECT_TRUE(fs::exists(tmp / name / "model.safetensors")) << "small models are written unsharded";
+    EXPECT_FALSE(fs::exists(tmp / name / "model.safetensors.index.json"));
+    for (const char* side : {"config.json", "generation_config.json"})
+      EXPECT_TRUE(fs::exists(tmp / name / side)) << side;
+    CausalLM r = CausalLM::load(tmp / name);
+    expect_same_tensors(m, r);
+    // Tied heads stay tied: no lm_head tensor appears.
+    if (m.config().tie_word_embeddings) EXPECT_FALSE(io::SafetensorsFile(tmp / name / "model.safetensors").contains("lm_head.weight"));
+  }
+  EXPECT_EQ(CausalLM::load(tmp / "llama_bias_bf16").tensor("model.norm.weight").scalar_type(), at::kBFloat16);
+  // No staging directories are left behind.
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    EXPECT_NE(e.path().filename().string().front(), '.') << e.path();
+}
+
+TEST(Checkpoint, ShardedSaveRoundTripWithModifiedWeights) {
+  test::TempDir tmp;
+  CausalLM m = CausalLM::load(fixture("llama_gqa"));
+  const std::string name = m.weight_name(1, "self_attn.k_proj");
+  at::Tensor w = m.tensor(name).clone();
+  w.masked_fill_(w.abs() < w.abs().median(), 0);  // a "pruned" weight
+  m.set_tensor(name, w);
+  SaveOptions opt;
+  opt.max_shard_bytes = 20'000;  // ~87 kB of weights -> several shards
+  m.save(tmp / "out", opt);
+  ASSERT_TRUE(fs::exists(tmp / "out" / "model.safetensors.index.json"));
+  nlohmann::json index;
+  std::ifstream(tmp / "out" / "model.safetensors.index.json") >> index;
+  std::set<std::string> files;
+  for (const auto& [t, f] : index["weight_map"].items()) files.insert(f.get<std::string>());
+  EXPECT_GE(files.size(), 4u);
+  for (const std::string& f : files) {
+    EXPECT_TRUE(fs::exists(tmp / "out" / f)) << f;
+    EXPECT_LE(fs::file_size(tmp / "out" / f), 20'000u + 4'096u) << f;  // limit on data plus the JSON header
+  }
+  CausalLM r = CausalLM::load(tmp / "out");
+  expect_same_tensors(m, r);
+  EXPECT_TRUE(r.tensor(name).equal(w));
+  at::Tensor ids = at::randint(0, 96, {2, 9}, at::kLong);
+  EXPECT_TRUE(r.forward(ids).equal(m.forward(ids)));
+
+  // An existing output is replaced as a whole, and saving over the loaded checkpoint is refused.
+  m.save(tmp / "out");
+  EXPECT_FALSE(fs::exists(tmp / "out" / "model.safetensors.index.json"));
+  EXPECT_THROW(r.save(tmp / "out"), Error);
+}
+
+}  // namespace
+}  // namespace alps::model
