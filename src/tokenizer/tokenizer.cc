@@ -1,0 +1,45 @@
+#include "alps/tokenizer/tokenizer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "alps/core/error.h"
+#include "alps/tokenizer/byte_bpe.h"
+#include "alps/tokenizer/sentencepiece.h"
+#include "alps/tokenizer/special_tokens.h"
+
+namespace alps::tokenizer {
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir) {
+  namespace fs = std::filesystem;
+  ALPS_CHECK(fs::is_directory(model_dir), "model directory ", model_dir.string(), " does not exist");
+  const SpecialTokenConfig config = read_special_token_config(model_dir);
+  const fs::path json = model_dir / "tokenizer.json", vocab = model_dir / "vocab.json",
+                 merges = model_dir / "merges.txt", sp_model = model_dir / "tokenizer.model";
+  const bool has_json = fs::exists(json), has_files = fs::exists(vocab) && fs::exists(merges),
+             has_sp = fs::exists(sp_model);
+  // The slow LlamaTokenizer class reads tokenizer.model even when a tokenizer.json sits next to it.
+  const bool prefers_sp = config.tokenizer_class == "LlamaTokenizer" || config.tokenizer_class == "CodeLlamaTokenizer";
+
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (has_sp && prefers_sp) {
+    tokenizer = load_sentencepiece(sp_model, config);
+  } else if (has_json && is_byte_level_tokenizer_json(json)) {
+    tokenizer = make_byte_bpe(read_byte_bpe_tokenizer_json(json, config));
+  } else if (has_files) {
+    tokenizer = make_byte_bpe(read_byte_bpe_files(vocab, merges, config));
+  } else if (has_sp) {
+    // A LLaMA-2 style tokenizer.json (BPE with byte fallback) describes the same model as tokenizer.model.
+    tokenizer = load_sentencepiece(sp_model, config);
+  } else if (has_json) {
+    ALPS_FAIL("tokenizer.json in ", model_dir.string(),
+              " is not a byte-level BPE and there is no tokenizer.model or vocab.json + merges.txt next to it");
+  } else {
+    ALPS_FAIL("no tokenizer in ", model_dir.string(),
+              ": expected tokenizer.json, vocab.json + merges.txt, or tokenizer.model");
+  }
+  spdlog::debug("tokenizer {} from {}: {} ids, bos {}, eos {}", tokenizer->kind(), model_dir.string(),
+                tokenizer->vocab_size(), tokenizer->bos_id().value_or(-1), tokenizer->eos_id().value_or(-1));
+  return tokenizer;
+}
+
+}  // namespace alps::tokenizer

@@ -1,0 +1,73 @@
+// load_tokenizer: which implementation a checkpoint directory resolves to, and errors naming the directory.
+#include "alps/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "alps/core/error.h"
+#include "alps/tokenizer/special_tokens.h"
+#include "support.h"
+
+namespace alps::tokenizer {
+namespace {
+
+std::string load_error(const std::filesystem::path& dir) {
+  try {
+    load_tokenizer(dir);
+  } catch (const alps::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(LoadTokenizer, MissingDirectoryOrFilesNameTheDirectory) {
+  alps::test::TempDir dir;
+  auto message = load_error(dir / "nope");
+  EXPECT_NE(message.find((dir / "nope").string()), std::string::npos) << message;
+  std::ofstream(dir / "config.json") << R"({"model_type": "llama"})";
+  std::ofstream(dir / "vocab.json") << "{}";  // vocab.json without merges.txt is not a tokenizer
+  message = load_error(dir.path());
+  EXPECT_NE(message.find("no tokenizer in " + dir.path().string()), std::string::npos) << message;
+}
+
+TEST(LoadTokenizer, CorruptConfigNamesTheFile) {
+  alps::test::TempDir dir;
+  std::ofstream(dir / "tokenizer_config.json") << "{\"add_bos_token\": tru";
+  const auto message = load_error(dir.path());
+  EXPECT_NE(message.find("tokenizer_config.json: not valid JSON"), std::string::npos) << message;
+}
+
+// A LLaMA-2 style tokenizer.json (BPE with byte fallback) is not byte-level: tokenizer.model next to it is used.
+TEST(LoadTokenizer, SentencePieceStyleTokenizerJsonFallsBackToTokenizerModel) {
+  alps::test::TempDir dir;
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {},
+      "merges": []}, "pre_tokenizer": null, "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]}})";
+  EXPECT_NE(load_error(dir.path()).find("not a byte-level BPE"), std::string::npos);
+  std::filesystem::copy_file(alps::test::data_dir() / "models" / "stories260K-hf" / "tokenizer.model",
+                             dir / "tokenizer.model");
+  EXPECT_EQ(load_tokenizer(dir.path())->kind(), "sentencepiece");
+}
+
+TEST(LoadTokenizer, ReadsSpecialTokenConfigFromAllThreeFiles) {
+  alps::test::TempDir dir;
+  std::ofstream(dir / "tokenizer_config.json") << R"({"bos_token": {"content": "<s>", "__type": "AddedToken"},
+      "add_bos_token": false, "tokenizer_class": "LlamaTokenizer",
+      "added_tokens_decoder": {"7": {"content": "<x>", "special": true, "lstrip": true}}})";
+  std::ofstream(dir / "special_tokens_map.json") << R"({"bos_token": "<ignored>", "eos_token": "</s>"})";
+  std::ofstream(dir / "config.json") << R"({"bos_token_id": 1, "eos_token_id": [128001, 128009]})";
+  const auto config = read_special_token_config(dir.path());
+  EXPECT_EQ(config.bos_token, "<s>");
+  EXPECT_EQ(config.eos_token, "</s>");
+  EXPECT_EQ(config.add_bos_token, false);
+  EXPECT_FALSE(config.add_eos_token.has_value());
+  EXPECT_EQ(config.bos_token_id, 1);
+  EXPECT_EQ(config.eos_token_id, 128001);
+  EXPECT_EQ(config.tokenizer_class, "LlamaTokenizer");
+  ASSERT_EQ(config.added_tokens.size(), 1u);
+  EXPECT_EQ(config.added_tokens[0].id, 7);
+  EXPECT_TRUE(config.added_tokens[0].lstrip);
+}
+
+}  // namespace
+}  // namespace alps::tokenizer
