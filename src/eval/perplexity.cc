@@ -1,0 +1,62 @@
+#include "alps/eval/perplexity.h"
+
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "alps/core/error.h"
+#include "alps/core/log.h"
+#include "alps/model/causal_lm.h"
+
+namespace alps::eval {
+
+PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int64_t>& ids,
+                            const PerplexityOptions& options) {
+  const int64_t seqlen = options.seqlen, positions = model.config().max_positions;
+  ALPS_CHECK(seqlen >= 2, "perplexity: seqlen must be at least 2, got ", seqlen);
+  ALPS_CHECK(seqlen <= positions, "perplexity: seqlen ", seqlen, " exceeds the model's ", positions,
+             " positions (max_position_embeddings)");
+  ALPS_CHECK(options.batch_size >= 1, "perplexity: batch size must be at least 1, got ", options.batch_size);
+  int64_t n = static_cast<int64_t>(ids.size()) / seqlen;  // SPEC §6: the tail after the last full window is dropped
+  ALPS_CHECK(n > 0, "perplexity: ", ids.size(), " tokens are fewer than one window of ", seqlen);
+  if (options.max_windows > 0) n = std::min(n, options.max_windows);
+
+  PerplexityResult r;
+  r.windows = n;
+  r.tokens = n * seqlen;
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor all = at::tensor(ids, at::kLong).narrow(0, 0, n * seqlen).view({n, seqlen});
+  Progress progress("perplexity windows", n);
+  at::NoGradGuard no_grad;
+  for (int64_t w0 = 0; w0 < n; w0 += options.batch_size) {
+    const int64_t b = std::min(options.batch_size, n - w0);
+    at::Tensor x = all.narrow(0, w0, b).to(model.compute_device());
+    at::Tensor logits = model.forward(x).narrow(1, 0, seqlen - 1);  // [b, seqlen-1, vocab], fp32
+    at::Tensor target = x.narrow(1, 1, seqlen - 1).unsqueeze(-1);
+    // -log softmax(z)_y = logsumexp(z) - z_y, in fp32 without materialising the log-softmax.
+    at::Tensor nll = logits.logsumexp(-1) - logits.gather(-1, target).squeeze(-1);  // [b, seqlen-1]
+    at::Tensor l = nll.to(at::kDouble).mean(1).cpu();
+    for (int64_t i = 0; i < b; ++i) r.window_nll.push_back(l[i].item<double>());
+    progress.step(w0 + b, "");
+  }
+  double sum = 0;
+  for (double l : r.window_nll) sum += l * static_cast<double>(seqlen);
+  r.nll = sum / static_cast<double>(n * seqlen);
+  r.ppl = std::exp(r.nll);
+  r.seconds = seconds_since(start);
+  return r;
+}
+
+double sequence_nll(const model::CausalLM& model, const std::vector<int64_t>& ids) {
+  ALPS_CHECK(ids.size() >= 2, "sequence_nll: need at least 2 tokens, got ", ids.size());
+  at::NoGradGuard no_grad;
+  const int64_t n = static_cast<int64_t>(ids.size()) - 1;
+  at::Tensor x = at::tensor(ids, at::kLong).unsqueeze(0);
+  at::Tensor logp = at::log_softmax(model.forward(x)[0].narrow(0, 0, n).to(at::kDouble), -1);
+  at::Tensor target = x[0].narrow(0, 1, n).to(logp.device()).unsqueeze(1);
+  return -logp.gather(1, target).mean().item<double>();
+}
+
+}  // namespace alps::eval

@@ -1,0 +1,114 @@
+// Dataset resolution and the SPEC §6 text protocols (real files under the data directory).
+#include "alps/eval/datasets.h"
+
+#include <zlib.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+#include "alps/tokenizer/tokenizer.h"
+#include "support.h"
+
+namespace alps::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One id per byte, BOS = 256 prepended: makes token counts equal byte counts, independent of the real tokenizers.
+class ByteTokenizer : public tokenizer::Tokenizer {
+ public:
+  std::vector<int64_t> encode(std::string_view text, bool add_special) const override {
+    std::vector<int64_t> ids;
+    if (add_special) ids.push_back(256);
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override { return {}; }
+  int64_t vocab_size() const override { return 257; }
+  std::optional<int64_t> bos_id() const override { return 256; }
+  std::optional<int64_t> eos_id() const override { return std::nullopt; }
+  std::string kind() const override { return "bytes"; }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Datasets, Wikitext2IsTheJoinedFileAsIs) {
+  Dataset d = resolve_dataset("wikitext2", test::data_dir());
+  EXPECT_EQ(d.kind, DatasetKind::kText);
+  const std::string text = load_dataset_text(d);
+  EXPECT_EQ(text.size(), 1'296'370u);  // SOURCES.md size of wikitext-2-raw-v1.test.hf_joined.txt
+  // The same string as the HF rows joined with "\n\n" (the rows file is an independent form of the data).
+  std::ifstream rows(test::data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
+  std::string line, joined;
+  for (bool first = true; std::getline(rows, line); first = false)
+    joined += (first ? "" : "\n\n") + nlohmann::json::parse(line).get<std::string>();  // one JSON string per row
+  EXPECT_EQ(text, joined);
+}
+
+TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
+  const std::string text = load_dataset_text(resolve_dataset("ptb", test::data_dir()));
+  EXPECT_EQ(text.find('\n'), std::string::npos);
+  EXPECT_NE(text.front(), ' ');
+  // SOURCES.md: 3761 lines, 78669 words -> 78669 words separated by single spaces.
+  int64_t words = 0;
+  for (size_t i = 0; i < text.size(); ++i) words += text[i] != ' ' && (i == 0 || text[i - 1] == ' ');
+  EXPECT_EQ(words, 78669);
+  EXPECT_EQ(text.find("  "), std::string::npos);
+}
+
+TEST(Datasets, C4MissingShardIsNamedAndExplicitPathWorks) {
+  try {
+    resolve_dataset("c4", test::data_dir());
+    FAIL() << "the C4 validation shard is not in the data dir";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c4-validation.00000-of-00008.json"), std::string::npos) << e.what();
+  }
+  const fs::path train = test::data_dir() / "text" / "c4" / "c4-train.00000-of-01024.first1000.jsonl";
+  Dataset d = resolve_dataset("c4=" + train.string(), test::data_dir());
+  EXPECT_EQ(d.kind, DatasetKind::kC4);
+  const std::string text = load_dataset_text(d);
+  EXPECT_EQ(text.rfind("Beginners BBQ Class Taking Place in Missoula!", 0), 0u);
+  // C4: cut to 256 * seqlen tokens after tokenising (BOS included at the front).
+  ByteTokenizer tok;
+  const std::vector<int64_t> ids = dataset_tokens(d, tok, 16);
+  ASSERT_EQ(ids.size(), 256u * 16u);
+  EXPECT_EQ(ids[0], 256);
+  EXPECT_EQ(ids[1], 'B');
+}
+
+TEST(Datasets, JsonlGzAndTextPaths) {
+  test::TempDir tmp;
+  const std::string docs = "{\"text\": \"alpha beta\"}\n\n{\"text\": \"gamma\", \"url\": \"x\"}\n";
+  std::ofstream(tmp / "d.jsonl") << docs;
+  gzFile gz = gzopen((tmp / "d.jsonl.gz").c_str(), "wb");
+  gzwrite(gz, docs.data(), static_cast<unsigned>(docs.size()));
+  gzclose(gz);
+  for (const char* name : {"d.jsonl", "d.jsonl.gz"}) {
+    Dataset d = resolve_dataset((tmp / name).string(), test::data_dir());
+    EXPECT_EQ(d.kind, DatasetKind::kJsonl);
+    EXPECT_EQ(load_dataset_text(d), "alpha beta gamma") << name;
+  }
+  std::ofstream(tmp / "t.txt") << "line one\n\nline two\n";
+  EXPECT_EQ(load_dataset_text(resolve_dataset((tmp / "t.txt").string(), test::data_dir())), "line one\n\nline two\n");
+  ByteTokenizer tok;
+  EXPECT_EQ(dataset_tokens(resolve_dataset((tmp / "t.txt").string(), test::data_dir()), tok, 4).size(), 20u);
+}
+
+TEST(Datasets, Errors) {
+  test::TempDir tmp;
+  std::ofstream(tmp / "empty.txt") << "\n  \n";
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "empty.txt").string(), test::data_dir())), Error);
+  std::ofstream(tmp / "bad.jsonl") << "{\"content\": \"no text field\"}\n";
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "bad.jsonl").string(), test::data_dir())), Error);
+  std::ofstream(tmp / "broken.jsonl") << "{\"text\": \n";
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "broken.jsonl").string(), test::data_dir())), Error);
+  EXPECT_THROW(resolve_dataset("wikitext3", test::data_dir()), Error);
+  EXPECT_THROW(resolve_dataset("wikitext2", tmp.path()), Error);  // data dir without the file
+}
+
+}  // namespace
+}  // namespace alps::eval
