@@ -1,0 +1,30 @@
+#pragma once
+// SparseGPT (SPEC §4.3, IST-DASLab `fasterprune`): column-wise OBS updates with the upper Cholesky factor of H^-1.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+
+#include "alps/prune/method.h"
+
+namespace alps::prune {
+
+struct SparseGptOptions {
+  int64_t blocksize = 128;  ///< columns per lazy-update block; the unstructured mask is chosen per block
+  double damp = 0.01;       ///< lambda = damp * mean(diag H) ("percdamp")
+};
+/// Keys: blocksize, damp; anything else is an error.
+SparseGptOptions sparsegpt_options_from_json(const nlohmann::json& j);
+
+class SparseGpt final : public Method {
+ public:
+  explicit SparseGpt(SparseGptOptions options = {});
+  std::string_view name() const override { return "sparsegpt"; }
+  Solution solve(const LayerProblem& problem, const Pattern& pattern) const override;
+
+ private:
+  SparseGptOptions options_;
+};
+
+std::unique_ptr<Method> make_sparsegpt(const nlohmann::json& options);
+
+}  // namespace alps::prune

@@ -1,0 +1,49 @@
+#pragma once
+// Sparsity patterns of SPEC §2: unstructured (a fraction s of zeros) or N:M (at most N non-zeros in every group
+// of M consecutive input columns of a row).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "alps/core/tensor_fwd.h"
+
+namespace alps::prune {
+
+class Pattern {
+ public:
+  /// Sparsity s in [0, 1); anything else is an error.
+  static Pattern unstructured(double sparsity);
+  /// Keep at most n of every m consecutive inputs (NVIDIA's 2:4 keeps 2 of 4); needs 0 <= n <= m, m >= 1.
+  static Pattern n_m(int64_t n, int64_t m);
+  /// "0.7" -> unstructured 70%, "2:4" -> N:M; anything else is an error naming the text.
+  static Pattern parse(std::string_view text);
+
+  bool is_n_m() const { return m_ > 0; }
+  /// Target fraction of zeros: s, or 1 - n/m.
+  double sparsity() const;
+  int64_t n() const { return n_; }
+  int64_t m() const { return m_; }
+  /// "0.7" style for unstructured (shortest round-trip form), "2:4" for N:M.
+  std::string str() const;
+  /// True when the pattern prunes nothing (s = 0 or n = m).
+  bool is_dense() const;
+
+  /// Throws unless the pattern applies to a [out, in] weight, e.g. "2:4 needs in % 4 == 0, got in = 170".
+  void check_shape(int64_t out, int64_t in) const;
+  /// Zeros of the whole-layer rule (magnitude, ALPS, SparseGPT): floor(s * out * in), or out * in * (m-n)/m.
+  int64_t zeros_total(int64_t out, int64_t in) const;
+  /// Zeros per row of the per-row rule (Wanda, DSnoT): floor(s * in), or in * (m-n)/m.
+  int64_t zeros_per_row(int64_t in) const;
+
+ private:
+  Pattern() = default;
+  double sparsity_ = 0;
+  int64_t n_ = 0;
+  int64_t m_ = 0;
+};
+
+/// N:M: at most n non-zeros in every group. Unstructured: at least out * floor(s * in) zeros, the smallest count
+/// any method's granularity produces (SPEC §2: per-layer methods zero floor(s * out * in) >= that).
+bool satisfies(const at::Tensor& W, const Pattern& pattern);
+
+}  // namespace alps::prune

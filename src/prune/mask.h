@@ -1,0 +1,17 @@
+#pragma once
+// Private: top-k masks shared by the methods. Every mask is [out, in] bool, true = kept.
+#include <ATen/core/Tensor.h>
+
+#include "alps/prune/pattern.h"
+
+namespace alps::prune::detail {
+
+/// Keeps the largest `score` entries: N:M per group of M along a row, otherwise
+/// numel - pattern.zeros_total(out, in) across the whole matrix.
+at::Tensor keep_mask_layer(const at::Tensor& score, const Pattern& pattern);
+/// Like keep_mask_layer but for unstructured prunes pattern.zeros_per_row(in) in every row.
+at::Tensor keep_mask_rows(const at::Tensor& score, const Pattern& pattern);
+/// Keeps the largest entries of a flat tensor, dropping exactly `zeros` of them (bool, same shape).
+at::Tensor keep_largest(const at::Tensor& score, int64_t zeros);
+
+}  // namespace alps::prune::detail

@@ -1,0 +1,127 @@
+#include "alps/prune/methods/dsnot.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "../options.h"
+#include "alps/core/error.h"
+#include "alps/prune/methods/wanda.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/problem.h"
+
+namespace alps::prune {
+
+DsnotOptions dsnot_options_from_json(const nlohmann::json& j) {
+  DsnotOptions o;
+  detail::OptionReader r(j, "dsnot");
+  r.read("max_cycles", o.max_cycles);
+  r.read("update_threshold", o.update_threshold);
+  r.read("skip_layer", o.skip_layer);
+  r.finish();
+  return o;
+}
+
+bool is_mlp_layer(const std::string& name) {
+  return name.find("mlp.") != std::string::npos || name.find("fc1") != std::string::npos ||
+         name.find("fc2") != std::string::npos;
+}
+
+Dsnot::Dsnot(DsnotOptions options) : options_(std::move(options)) {
+  ALPS_CHECK(options_.skip_layer == "mlp" || options_.skip_layer == "none",
+             "dsnot: skip_layer must be 'mlp' or 'none', got '", options_.skip_layer, "'");
+  ALPS_CHECK(options_.max_cycles >= 0 && options_.update_threshold >= 0,
+             "dsnot: max_cycles and update_threshold must be >= 0");
+}
+
+namespace {
+at::Tensor gather1(const at::Tensor& t, const at::Tensor& idx) { return t.gather(1, idx.unsqueeze(1)).squeeze(1); }
+}  // namespace
+
+Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const {
+  check_problem(problem, "dsnot");
+  const int64_t out = problem.rows(), in = problem.cols();
+  pattern.check_shape(out, in);
+  at::Tensor W0 = problem.W0.to(at::kFloat);
+  Solution sol;
+  if (pattern.is_dense()) {
+    sol.W = W0.clone();
+    return sol;
+  }
+  at::Tensor keep = wanda_mask(problem, pattern);  // [out, in] bool, the initial mask
+  if (options_.skip_layer == "mlp" && is_mlp_layer(problem.name)) {
+    sol.W = W0 * keep;
+    return sol;
+  }
+  ALPS_CHECK(problem.mean.defined() && problem.tokens > 0, "dsnot needs the input mean and tokens (T > 0) of layer '",
+             problem.name, "'");
+  // mu_j and var_j of the inputs from (G, mean, T): var_j = G_jj / T - mu_j^2.
+  at::Tensor mu = problem.mean.to(W0.device(), at::kFloat);
+  at::Tensor var = (problem.G.diagonal().to(at::kFloat) / static_cast<double>(problem.tokens) - mu * mu).clamp_min(1e-12);
+  at::Tensor M = W0 * mu.unsqueeze(0);  // [out, in], each weight's contribution to the expected output
+  at::Tensor e = (M * keep.logical_not()).sum(1);  // [out], expected output change of the pruned entries
+  at::Tensor sign0 = e.sign();
+  // Regrow order: pruned entries by W mu / var, ascending (kept entries sit at 0); e > 0 takes from the top.
+  at::Tensor regrow_order = std::get<1>((M / var.unsqueeze(0)).masked_fill(keep, 0).sort(1));  // [out, in]
+  at::Tensor lo = at::zeros({out}, e.options().dtype(at::kLong)), hi = at::full({out}, in - 1, lo.options());
+  at::Tensor score = wanda_score(problem);
+  at::Tensor rows = at::arange(out, lo.options());
+
+  // Unstructured prune order (reference): kept entries by Wanda score ascending, split by the sign of W mu:
+  // [negatives ascending | positives descending], so e > 0 prunes from the front and e < 0 from the back, both
+  // taking the least important entry that moves e toward 0.
+  at::Tensor prune_order, p_lo, p_hi;
+  const int64_t n_keep = in - pattern.zeros_per_row(in);
+  if (!pattern.is_n_m()) {
+    at::Tensor by_score = std::get<1>(score.masked_fill(keep.logical_not(), INFINITY).sort(1)).narrow(1, 0, n_keep);
+    at::Tensor rank = at::arange(n_keep, lo.options()).unsqueeze(0).expand({out, n_keep});
+    at::Tensor positive = M.gather(1, by_score) > 0;
+    at::Tensor key = at::where(positive, 2 * n_keep - rank, rank);
+    prune_order = by_score.gather(1, std::get<1>(key.sort(1)));
+    p_lo = at::zeros({out}, lo.options());
+    p_hi = at::full({out}, n_keep - 1, lo.options());
+  }
+  // N:M: the pruned partner is the kept entry of the regrown entry's group with the lowest Wanda score; entries
+  // pruned or regrown so far are taken out of the candidates.
+  at::Tensor group_score = score.masked_fill(keep.logical_not(), INFINITY);
+
+  at::Tensor active = at::ones({out}, keep.options());
+  int64_t cycle = 0;
+  for (; cycle < options_.max_cycles && active.any().item<bool>(); ++cycle) {
+    at::Tensor up = e > 0;
+    at::Tensor pointers_ok = at::where(up, hi >= 0, lo < in);
+    at::Tensor r = gather1(regrow_order, at::where(up, hi, lo).clamp(0, in - 1));  // [out]
+    hi = hi - up.to(at::kLong);
+    lo = lo + up.logical_not().to(at::kLong);
+    at::Tensor p;
+    if (pattern.is_n_m()) {
+      at::Tensor start = r - r.remainder(pattern.m());
+      at::Tensor cols = start.unsqueeze(1) + at::arange(pattern.m(), lo.options()).unsqueeze(0);  // [out, m]
+      p = cols.gather(1, group_score.gather(1, cols).argmin(1, true)).squeeze(1);
+    } else {
+      pointers_ok = pointers_ok & at::where(up, p_lo < n_keep, p_hi >= 0);
+      p = gather1(prune_order, at::where(up, p_lo, p_hi).clamp(0, n_keep - 1));
+      p_lo = p_lo + up.to(at::kLong);
+      p_hi = p_hi - up.logical_not().to(at::kLong);
+    }
+    at::Tensor Mr = gather1(M, r), Mp = gather1(M, p);
+    at::Tensor after = e + Mp - Mr;
+    // A swap needs a pruned entry to regrow and a kept one to prune (row sparsity preserved), |e| above the
+    // threshold, and must not flip the sign of e (reference); a row that fails once stops for good.
+    at::Tensor valid = pointers_ok & gather1(keep, r).logical_not() & gather1(keep, p);
+    active = active & valid & (e.abs() > options_.update_threshold) & (after.sign() == sign0);
+    if (pattern.is_n_m()) group_score.index_put_({rows, p}, INFINITY);
+    keep.index_put_({rows, r}, gather1(keep, r) | active);
+    keep.index_put_({rows, p}, gather1(keep, p) & active.logical_not());
+    e = at::where(active, after, e);
+  }
+  sol.iterations = cycle;
+  sol.W = W0 * keep;
+  return sol;
+}
+
+std::unique_ptr<Method> make_dsnot(const nlohmann::json& options) {
+  return std::make_unique<Dsnot>(dsnot_options_from_json(options));
+}
+
+}  // namespace alps::prune

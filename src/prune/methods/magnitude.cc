@@ -1,0 +1,29 @@
+#include "alps/prune/methods/magnitude.h"
+
+#include <ATen/ATen.h>
+
+#include "../mask.h"
+#include "../options.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/problem.h"
+
+namespace alps::prune {
+
+MagnitudeOptions magnitude_options_from_json(const nlohmann::json& j) {
+  detail::OptionReader(j, "magnitude").finish();
+  return {};
+}
+
+Solution Magnitude::solve(const LayerProblem& problem, const Pattern& pattern) const {
+  check_problem(problem, "magnitude");
+  pattern.check_shape(problem.rows(), problem.cols());
+  at::Tensor W0 = problem.W0.to(at::kFloat);
+  if (pattern.is_dense()) return {W0.clone()};
+  return {W0 * detail::keep_mask_layer(W0.abs(), pattern)};
+}
+
+std::unique_ptr<Method> make_magnitude(const nlohmann::json& options) {
+  return std::make_unique<Magnitude>(magnitude_options_from_json(options));
+}
+
+}  // namespace alps::prune

@@ -1,0 +1,42 @@
+#include "alps/prune/methods/wanda.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "../mask.h"
+#include "../options.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/problem.h"
+
+namespace alps::prune {
+
+WandaOptions wanda_options_from_json(const nlohmann::json& j) {
+  detail::OptionReader(j, "wanda").finish();
+  return {};
+}
+
+at::Tensor wanda_score(const LayerProblem& problem) {
+  // sqrt(G_jj / T) is the input feature's RMS ||X_j||_2 / sqrt(T); T only rescales, so T = 0 is read as 1.
+  const double T = static_cast<double>(std::max<int64_t>(problem.tokens, 1));
+  at::Tensor rms = (problem.G.diagonal().to(at::kFloat) / T).clamp_min(0).sqrt();  // [in]
+  return problem.W0.to(at::kFloat).abs() * rms.unsqueeze(0);
+}
+
+at::Tensor wanda_mask(const LayerProblem& problem, const Pattern& pattern) {
+  return detail::keep_mask_rows(wanda_score(problem), pattern);
+}
+
+Solution Wanda::solve(const LayerProblem& problem, const Pattern& pattern) const {
+  check_problem(problem, "wanda");
+  pattern.check_shape(problem.rows(), problem.cols());
+  at::Tensor W0 = problem.W0.to(at::kFloat);
+  if (pattern.is_dense()) return {W0.clone()};
+  return {W0 * wanda_mask(problem, pattern)};
+}
+
+std::unique_ptr<Method> make_wanda(const nlohmann::json& options) {
+  return std::make_unique<Wanda>(wanda_options_from_json(options));
+}
+
+}  // namespace alps::prune

@@ -1,0 +1,78 @@
+#include "alps/prune/methods/alps_admm.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "alps/prune/problem.h"
+#include "../fixtures.h"
+
+namespace alps::prune {
+namespace {
+
+using Action = RhoSchedule::Action;
+
+TEST(RhoSchedule, GrowsByTheSupportChangeThresholds) {
+  RhoSchedule s{AlpsOptions{}};
+  const int64_t k = 10000;
+  EXPECT_EQ(s.check(2, 1000, k), Action::kContinue);  // s_t >= 0.1 k
+  EXPECT_DOUBLE_EQ(s.rho(), 0.1 * 1.3);
+  EXPECT_EQ(s.check(5, 50, k), Action::kContinue);  // s_t >= 0.005 k
+  EXPECT_DOUBLE_EQ(s.rho(), 0.1 * 1.3 * 1.2);
+  EXPECT_EQ(s.check(8, 1, k), Action::kContinue);  // s_t >= 1 after an increase
+  EXPECT_DOUBLE_EQ(s.rho(), 0.1 * 1.3 * 1.2 * 1.1);
+  EXPECT_EQ(s.check(11, 0, k), Action::kStop);  // stable support after an increase
+}
+
+TEST(RhoSchedule, ShrinksAndRestartsBeforeTheFirstIncrease) {
+  RhoSchedule s{AlpsOptions{}};
+  EXPECT_EQ(s.check(2, 3, 10000), Action::kRestart);  // few changes, never increased: rho / 5 and restart
+  EXPECT_DOUBLE_EQ(s.rho(), 0.02);
+  EXPECT_EQ(s.check(5, 0, 10000), Action::kContinue);  // stable before any increase: rho / 5, go on
+  EXPECT_DOUBLE_EQ(s.rho(), 0.004);
+  EXPECT_FALSE(s.increased());
+  AlpsOptions no_restart;
+  no_restart.restart = false;
+  RhoSchedule t{no_restart};
+  EXPECT_EQ(t.check(2, 3, 10000), Action::kContinue);
+}
+
+TEST(RhoSchedule, LateStopAndCap) {
+  AlpsOptions o;
+  o.rho0 = 9e5;
+  RhoSchedule s{o};
+  EXPECT_EQ(s.check(2, 5000, 10000), Action::kContinue);
+  EXPECT_DOUBLE_EQ(s.rho(), 1e6);  // capped
+  EXPECT_EQ(s.check(29, 2, 10000), Action::kContinue);  // 2 < 3e-4 k = 3 but before iteration 30
+  EXPECT_EQ(s.check(32, 2, 10000), Action::kStop);      // after iteration 30 it stops
+  EXPECT_EQ(s.check(35, 4, 10000), Action::kContinue);
+}
+
+TEST(Alps, FactorisesOnceStopsAndReportsItsSchedule) {
+  LayerProblem p = make_synthetic_problem(test::small_options(0, 64, 128, 1000));
+  for (const auto& pattern : test::all_patterns()) {
+    SCOPED_TRACE(pattern.str());
+    Solution s = make_alps_admm({})->solve(p, pattern);
+    EXPECT_EQ(s.factorizations, 1);
+    EXPECT_GT(s.iterations, 3);
+    EXPECT_LT(s.iterations, 300);  // the schedule, not the cap, ends the loop on these problems
+    EXPECT_GT(s.rho, 0.1);         // rho grew before the support settled
+    EXPECT_TRUE(satisfies(s.W, pattern));
+  }
+  Solution capped = make_alps_admm({{"max_iterations", 7}})->solve(p, Pattern::unstructured(0.5));
+  EXPECT_EQ(capped.iterations, 7);
+  EXPECT_TRUE(satisfies(capped.W, Pattern::unstructured(0.5)));
+}
+
+TEST(Alps, PcgRefitImprovesTheProjectedAdmmIterate) {
+  LayerProblem p = make_synthetic_problem(test::small_options(1, 64, 128, 1000));
+  const Pattern pattern = Pattern::unstructured(0.7);
+  const double without = relative_error(p, make_alps_admm({{"pcg_iterations", 0}})->solve(p, pattern).W);
+  Solution with = make_alps_admm({})->solve(p, pattern);
+  EXPECT_GT(with.refit_iterations, 0);
+  EXPECT_LT(relative_error(p, with.W), without);
+}
+
+}  // namespace
+}  // namespace alps::prune

@@ -1,0 +1,154 @@
+// Every method through the registry: exact patterns, degenerate inputs, bad input.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+#include "alps/prune/method.h"
+#include "alps/prune/methods/dsnot.h"
+#include "alps/prune/methods/wanda.h"
+#include "alps/prune/problem.h"
+#include "fixtures.h"
+
+namespace alps::prune {
+namespace {
+
+// Per-layer methods hit floor(s * out * in) zeros exactly; per-row methods floor(s * in) in every row (SPEC §2).
+bool per_row(const std::string& method) { return method == "wanda" || method == "dsnot"; }
+
+void expect_exact_pattern(const std::string& method, const at::Tensor& W, const Pattern& pattern) {
+  SCOPED_TRACE(method + " " + pattern.str());
+  ASSERT_EQ(W.scalar_type(), at::kFloat);
+  ASSERT_TRUE(at::isfinite(W).all().item<bool>());
+  EXPECT_TRUE(satisfies(W, pattern));
+  const int64_t out = W.size(0), in = W.size(1);
+  if (pattern.is_n_m()) {
+    // Exactly N non-zeros per group (synthetic weights have no natural zeros).
+    at::Tensor nz = W.ne(0).reshape({out, in / pattern.m(), pattern.m()}).sum(2);
+    EXPECT_TRUE(nz.eq(pattern.n()).all().item<bool>());
+  } else if (per_row(method)) {
+    EXPECT_TRUE(W.eq(0).sum(1).eq(pattern.zeros_per_row(in)).all().item<bool>());
+  } else {
+    EXPECT_EQ(W.eq(0).sum().item<int64_t>(), pattern.zeros_total(out, in));
+  }
+}
+
+TEST(Methods, EveryMethodGivesTheExactPattern) {
+  LayerProblem p = make_synthetic_problem(test::small_options(0, 40, 96, 600));
+  p.name = "model.layers.0.self_attn.k_proj";  // DSnoT refines attention projections
+  for (const auto& name : method_names()) {
+    auto method = make_method(name, nlohmann::json::object());
+    EXPECT_EQ(method->name(), name);
+    for (const auto& pattern : test::all_patterns()) expect_exact_pattern(name, method->solve(p, pattern).W, pattern);
+  }
+}
+
+TEST(Methods, ZeroSparsityLeavesWeightsUnchanged) {
+  LayerProblem p = make_synthetic_problem(test::small_options(1, 16, 32, 200));
+  for (const auto& name : method_names()) {
+    SCOPED_TRACE(name);
+    at::Tensor W = make_method(name, {})->solve(p, Pattern::unstructured(0)).W;
+    EXPECT_TRUE(W.equal(p.W0));
+    EXPECT_TRUE(make_method(name, {})->solve(p, Pattern::n_m(4, 4)).W.equal(p.W0));
+  }
+}
+
+TEST(Methods, SparsityNearOne) {
+  LayerProblem p = make_synthetic_problem(test::small_options(2, 16, 64, 300));
+  p.name = "q_proj";
+  for (const auto& name : method_names()) {
+    for (double s : {0.99, 0.999}) {
+      const Pattern pattern = Pattern::unstructured(s);
+      at::Tensor W = make_method(name, {})->solve(p, pattern).W;
+      expect_exact_pattern(name, W, pattern);
+      EXPECT_LE(relative_error(p, W), 1.0 + 1e-6) << name << " " << s;  // never worse than all-zero weights
+    }
+  }
+}
+
+TEST(Methods, DeadInputsAndRankDeficientGram) {
+  // T = 40 < in = 64 (rank-deficient G), and inputs 3 and 17 never fire (G_jj = 0, zero row and column).
+  SyntheticOptions o = test::small_options(3, 24, 64, 40);
+  at::Tensor X = make_synthetic_inputs(o);
+  X.select(1, 3).zero_();
+  X.select(1, 17).zero_();
+  LayerProblem p = make_synthetic_problem(o);
+  p.G = X.t().matmul(X);
+  p.mean = X.mean(0);
+  p.name = "self_attn.v_proj";
+  for (const auto& name : method_names()) {
+    for (const auto& pattern : {Pattern::unstructured(0.6), Pattern::n_m(2, 4)}) {
+      SCOPED_TRACE(name + " " + pattern.str());
+      Solution s = make_method(name, {})->solve(p, pattern);
+      ASSERT_TRUE(at::isfinite(s.W).all().item<bool>());
+      EXPECT_TRUE(satisfies(s.W, pattern));
+      const double err = relative_error(p, s.W);
+      EXPECT_TRUE(std::isfinite(err));
+      EXPECT_LT(err, 1.0);
+    }
+  }
+}
+
+TEST(Methods, BadInputIsAClearError) {
+  LayerProblem p = make_synthetic_problem(test::small_options(4, 8, 6, 50));
+  for (const auto& name : method_names()) {
+    SCOPED_TRACE(name);
+    auto m = make_method(name, {});
+    try {
+      m->solve(p, Pattern::n_m(2, 4));
+      ADD_FAILURE() << "2:4 on in = 6 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("in % 4 == 0, got in = 6"), std::string::npos) << e.what();
+    }
+    LayerProblem nan = p;
+    nan.W0 = p.W0.clone();
+    nan.W0[0][0] = NAN;
+    EXPECT_THROW(m->solve(nan, Pattern::unstructured(0.5)), Error);
+    LayerProblem inf = p;
+    inf.G = p.G.clone();
+    inf.G[2][2] = INFINITY;
+    EXPECT_THROW(m->solve(inf, Pattern::unstructured(0.5)), Error);
+  }
+}
+
+TEST(Registry, NamesOptionsAndUnknowns) {
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"alps", "dsnot", "magnitude", "sparsegpt", "wanda"}));
+  EXPECT_THROW(make_method("obc", {}), Error);
+  try {
+    make_method("alps", {{"rho_0", 0.2}});
+    ADD_FAILURE() << "unknown option accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown option 'rho_0'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_method("sparsegpt", {{"blocksize", "big"}}), Error);
+  EXPECT_THROW(make_method("magnitude", {{"anything", 1}}), Error);
+  EXPECT_THROW(make_method("dsnot", {{"skip_layer", "attn"}}), Error);
+  EXPECT_NO_THROW(make_method("sparsegpt", {{"blocksize", 64}, {"damp", 0.02}}));
+  EXPECT_NO_THROW(make_method("dsnot", {{"max_cycles", 5}, {"update_threshold", 0.0}, {"skip_layer", "none"}}));
+}
+
+TEST(Dsnot, SkipsMlpLayersAndMovesTheExpectedOutputTowardZero) {
+  LayerProblem p = make_synthetic_problem(test::small_options(7, 64, 128, 800));
+  const Pattern pattern = Pattern::unstructured(0.6);
+  at::Tensor wanda = make_method("wanda", {})->solve(p, pattern).W;
+  for (const char* mlp : {"model.layers.0.mlp.up_proj", "model.decoder.layers.3.fc1", "decoder.layers.1.fc2"}) {
+    p.name = mlp;
+    EXPECT_TRUE(make_method("dsnot", {})->solve(p, pattern).W.equal(wanda)) << mlp;
+  }
+  EXPECT_TRUE(is_mlp_layer("mlp.down_proj"));
+  EXPECT_FALSE(is_mlp_layer("model.layers.0.self_attn.o_proj"));
+  p.name = "model.layers.0.self_attn.o_proj";
+  Solution s = make_method("dsnot", {{"update_threshold", 0.0}})->solve(p, pattern);
+  EXPECT_FALSE(s.W.equal(wanda));
+  EXPECT_GT(s.iterations, 0);
+  // e_i = sum_j (W0_ij - W_ij) mu_j: DSnoT's objective, which it must reduce relative to Wanda.
+  auto e = [&](const at::Tensor& W) { return (p.W0 - W).matmul(p.mean).abs().sum().item<double>(); };
+  EXPECT_LT(e(s.W), 0.5 * e(wanda));
+  // skip_layer "none" refines MLP layers too.
+  p.name = "model.layers.0.mlp.up_proj";
+  EXPECT_FALSE(make_method("dsnot", {{"skip_layer", "none"}})->solve(p, pattern).W.equal(wanda));
+}
+
+}  // namespace
+}  // namespace alps::prune
