@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
 
   alps::cli::Runner runner;
+  alps::cli::add_solve_layer_command(app, runner);
+  alps::cli::add_make_problem_command(app, runner);
   alps::cli::add_prune_command(app, runner);
 
   try {

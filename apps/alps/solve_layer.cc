@@ -1,0 +1,135 @@
+// alps solve-layer: one layer problem file, one method, one pattern; optional refit; report error and timings.
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+
+#include "alps/core/device.h"
+#include "alps/core/error.h"
+#include "alps/core/log.h"
+#include "alps/prune/method.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/problem.h"
+#include "alps/prune/refit.h"
+#include "commands.h"
+
+namespace alps::cli {
+
+namespace {
+struct SolveLayerArgs {
+  CommonOptions common;
+  std::string problem, method, pattern, refine = "none", out;
+  std::optional<double> sparsity;
+  std::vector<std::string> options;
+  int64_t refine_iterations = 10;
+};
+
+// "key=value": the value is read as JSON when it parses (numbers, true/false), else taken as a string.
+nlohmann::json parse_options(const std::vector<std::string>& items) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& item : items) {
+    const auto eq = item.find('=');
+    ALPS_CHECK(eq != std::string::npos && eq > 0, "--option expects key=value, got '", item, "'");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    nlohmann::json v = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    j[key] = v.is_discarded() ? nlohmann::json(value) : v;
+  }
+  return j;
+}
+
+// Forces queued device work to finish so that wall-clock timings mean something on CUDA too.
+double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_point start) {
+  (void)t.sum().item<double>();
+  return seconds_since(start);
+}
+
+int run_solve_layer(const SolveLayerArgs& a) {
+  ALPS_CHECK(a.sparsity.has_value() != !a.pattern.empty(), "give exactly one of --sparsity S or --pattern N:M");
+  const prune::Pattern pattern =
+      a.sparsity ? prune::Pattern::unstructured(*a.sparsity) : prune::Pattern::parse(a.pattern);
+  const prune::Refine refine = prune::parse_refine(a.refine);
+  auto method = prune::make_method(a.method, parse_options(a.options));
+  const c10::Device device = resolve_device(a.common.device);
+
+  prune::LayerProblem problem = prune::load_problem(a.problem);
+  pattern.check_shape(problem.rows(), problem.cols());
+  problem.W0 = problem.W0.to(device);
+  problem.G = problem.G.to(device);
+  if (problem.mean.defined()) problem.mean = problem.mean.to(device);
+
+  auto start = std::chrono::steady_clock::now();
+  prune::Solution sol = method->solve(problem, pattern);
+  const double seconds = finish_and_time(sol.W, start);
+  const double err = prune::relative_error(problem, sol.W);
+
+  nlohmann::json doc = {{"problem", a.problem},
+                        {"rows", problem.rows()},
+                        {"cols", problem.cols()},
+                        {"method", std::string(method->name())},
+                        {"pattern", pattern.str()},
+                        {"device", device.str()},
+                        {"seconds", seconds}};
+  if (a.method == "alps") {
+    doc["iterations"] = sol.iterations;
+    doc["rho"] = sol.rho;
+    doc["pcg_iterations"] = sol.refit_iterations;
+  } else if (a.method == "dsnot") {
+    doc["iterations"] = sol.iterations;
+  }
+  at::Tensor W = sol.W;
+  doc["refine"] = std::string(prune::refine_name(refine));
+  if (refine != prune::Refine::kNone) {
+    prune::PcgOptions pcg;
+    pcg.iterations = a.refine_iterations;
+    start = std::chrono::steady_clock::now();
+    W = prune::refit(problem, sol.W, refine, pcg);
+    doc["refine_seconds"] = finish_and_time(W, start);
+    doc["rel_error_before_refine"] = err;
+  }
+  doc["rel_error"] = prune::relative_error(problem, W);
+  doc["sparsity"] = W.eq(0).sum().item<double>() / static_cast<double>(W.numel());
+  doc["target_sparsity"] = pattern.sparsity();
+  if (!a.out.empty()) {
+    prune::LayerProblem solved = problem;
+    solved.W0 = W;
+    prune::save_problem(a.out, solved);
+    doc["out"] = a.out;
+  }
+  if (a.common.json) {
+    print_json(doc);
+  } else {
+    spdlog::info("{} {} on {} [{} x {}]: sparsity {:.4f}, rel_error {:.6g}, {:.3f} s", doc["method"].get<std::string>(),
+                 pattern.str(), a.problem, problem.rows(), problem.cols(), doc["sparsity"].get<double>(),
+                 doc["rel_error"].get<double>(), seconds);
+    if (doc.contains("iterations"))
+      spdlog::info("iterations {}, rho {}", doc["iterations"].get<int64_t>(), sol.rho);
+    if (refine != prune::Refine::kNone)
+      spdlog::info("refine {}: rel_error {:.6g} -> {:.6g}, {:.3f} s", a.refine, err, doc["rel_error"].get<double>(),
+                   doc["refine_seconds"].get<double>());
+  }
+  return 0;
+}
+}  // namespace
+
+void add_solve_layer_command(CLI::App& app, Runner& runner) {
+  auto args = std::make_shared<SolveLayerArgs>();
+  CLI::App* cmd = app.add_subcommand("solve-layer", "Prune one layer problem file (weight, gram, mean, tokens)");
+  cmd->add_option("--problem", args->problem, "Layer problem (.safetensors: weight, gram, mean?, metadata tokens)")
+      ->required();
+  cmd->add_option("--method", args->method, "Pruning method")
+      ->required()
+      ->check(CLI::IsMember(prune::method_names()));
+  auto* s = cmd->add_option("--sparsity", args->sparsity, "Unstructured sparsity in [0, 1)");
+  auto* p = cmd->add_option("--pattern", args->pattern, "N:M pattern, e.g. 2:4 (keep N of every M)");
+  s->excludes(p);
+  cmd->add_option("--refine", args->refine, "Refit on the support: none, pcg or exact")->capture_default_str();
+  cmd->add_option("--refine-iterations", args->refine_iterations, "PCG iterations for --refine pcg")
+      ->capture_default_str();
+  cmd->add_option("--option", args->options, "Method option key=value (repeatable), e.g. rho0=0.2");
+  cmd->add_option("--out", args->out, "Write the solution in the problem file form (weight = pruned W)");
+  add_common_flags(cmd, args->common);
+  cmd->callback([args, &runner] { runner = [args] { return run_solve_layer(*args); }; });
+}
+
+}  // namespace alps::cli
