@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
   alps::cli::add_solve_layer_command(app, runner);
   alps::cli::add_make_problem_command(app, runner);
   alps::cli::add_prune_command(app, runner);
+  alps::cli::add_eval_command(app, runner);
+  alps::cli::add_inspect_command(app, runner);
+  alps::cli::add_generate_command(app, runner);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,73 @@
+// `alps generate`: greedy decoding, the quickest sanity check of a (pruned) checkpoint.
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "alps/core/device.h"
+#include "alps/core/error.h"
+#include "alps/model/causal_lm.h"
+#include "alps/tokenizer/tokenizer.h"
+#include "commands.h"
+
+namespace alps::cli {
+
+namespace {
+
+struct GenerateArgs {
+  CommonOptions common;
+  std::string model, prompt, dtype = "fp32";
+  int64_t max_tokens = 32;
+};
+
+int run_generate(const GenerateArgs& a) {
+  model::CausalLM m = model::CausalLM::load(a.model);
+  auto tok = tokenizer::load_tokenizer(a.model);
+  m.set_compute(resolve_device(a.common.device), parse_dtype(a.dtype));
+  m.load_all();
+
+  std::vector<int64_t> ids = tok->encode(a.prompt, true);
+  if (ids.empty()) {  // a tokenizer that adds nothing (GPT-2 style): start from the model's BOS
+    const auto bos = tok->bos_id() ? tok->bos_id() : m.config().bos_token_id;
+    ALPS_CHECK(bos.has_value(), "empty prompt and neither the tokenizer nor config.json defines a BOS token");
+    ids.push_back(*bos);
+  }
+  const size_t prompt_len = ids.size();
+  const auto eos = tok->eos_id() ? tok->eos_id() : m.config().eos_token_id;
+  at::NoGradGuard no_grad;
+  // No KV cache: each step reruns the whole prefix, fine for a few dozen tokens of sanity checking.
+  for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < m.config().max_positions; ++t) {
+    const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0));
+    const int64_t next = logits[0][-1].argmax().item<int64_t>();
+    ids.push_back(next);
+    if (eos && next == *eos) break;
+  }
+  const std::vector<int64_t> generated(ids.begin() + static_cast<std::ptrdiff_t>(prompt_len), ids.end());
+  const std::string text = tok->decode(generated);
+  if (a.common.json) {
+    print_json({{"model", a.model},
+                {"prompt", a.prompt},
+                {"prompt_ids", std::vector<int64_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt_len))},
+                {"ids", generated},
+                {"text", text}});
+  } else {
+    std::cout << a.prompt << text << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, Runner& runner) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Greedy continuation of a prompt (empty prompt: from BOS)");
+  cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
+  cmd->add_option("--prompt", a->prompt, "Text to continue (default empty: start from BOS)");
+  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str()->check(
+      CLI::NonNegativeNumber);
+  cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
+  add_common_flags(cmd, a->common);
+  cmd->callback([a, &runner] { runner = [a] { return run_generate(*a); }; });
+}
+
+}  // namespace alps::cli
