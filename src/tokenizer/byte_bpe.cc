@@ -173,7 +173,8 @@ std::vector<ByteBpe::Segment> ByteBpe::split_added_tokens(std::string_view text)
     const AddedToken* best = nullptr;
     for (size_t k : added_by_first_byte_[static_cast<unsigned char>(text[i])]) {
       const auto& a = spec_.added_tokens[k];
-      if ((best == nullptr || a.content.size() > best->content.size()) && text.substr(i, a.content.size()) == a.content) {
+      const bool longer = best == nullptr || a.content.size() > best->content.size();
+      if (longer && text.substr(i, a.content.size()) == a.content) {
         if (a.single_word) {
           const size_t after = i + a.content.size();
           if ((i > 0 && is_ascii_word(text[i - 1])) || (after < n && is_ascii_word(text[after]))) continue;

@@ -123,8 +123,8 @@ void parse_pre_tokenizer(const nlohmann::json& j, std::vector<PreTokenizeStep>& 
     step.invert = j.value("invert", false);
     steps.push_back(std::move(step));
   } else {
-    ALPS_FAIL(where, ": unsupported pre_tokenizer type '", type, "' for a byte-level BPE (supported: ByteLevel, Split, ",
-              "Sequence)");
+    ALPS_FAIL(where, ": unsupported pre_tokenizer type '", type,
+              "' for a byte-level BPE (supported: ByteLevel, Split, Sequence)");
   }
 }
 

@@ -75,7 +75,9 @@ const Shim& shim() {
   return instance;
 }
 
-void append_bytes(void* context, const char* data, size_t size) { static_cast<std::string*>(context)->append(data, size); }
+void append_bytes(void* context, const char* data, size_t size) {
+  static_cast<std::string*>(context)->append(data, size);
+}
 void append_ids(void* context, const int* ids, size_t count) {
   static_cast<std::vector<int64_t>*>(context)->insert(static_cast<std::vector<int64_t>*>(context)->end(), ids,
                                                         ids + count);

@@ -13,7 +13,9 @@ namespace {
 
 using sentencepiece::SentencePieceProcessor;
 
-const SentencePieceProcessor& sp(const void* processor) { return *static_cast<const SentencePieceProcessor*>(processor); }
+const SentencePieceProcessor& sp(const void* processor) {
+  return *static_cast<const SentencePieceProcessor*>(processor);
+}
 
 void report(const sentencepiece::util::Status& status, alps_spm_bytes_sink error, void* context) {
   const std::string message = status.ToString();

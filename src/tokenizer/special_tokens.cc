@@ -14,7 +14,8 @@ std::optional<std::string> token_string(const nlohmann::json& j, const char* key
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
   return std::nullopt;
 }
 

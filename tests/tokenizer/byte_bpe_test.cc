@@ -181,7 +181,8 @@ TEST(ByteBpe, OptRuleOnGpt2Tables) {
 }
 
 // GPT-2's original bpe(): repeatedly take the lowest-rank adjacent pair and merge all its occurrences left to right.
-std::vector<std::string> reference_bpe(const std::string& word, const std::map<std::pair<std::string, std::string>, int>& ranks) {
+using Ranks = std::map<std::pair<std::string, std::string>, int>;
+std::vector<std::string> reference_bpe(const std::string& word, const Ranks& ranks) {
   std::vector<std::string> symbols;
   for (char c : word) symbols.emplace_back(1, c);
   while (symbols.size() > 1) {
@@ -297,7 +298,7 @@ TEST(ByteBpe, CorruptFilesGiveErrorsNamingThem) {
   EXPECT_NE(message.find("malformed tokenizer.json"), std::string::npos) << message;
   EXPECT_NE(message.find(json.string()), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
-                       "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})");
+      "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})");
   message = error_of([&] { make_byte_bpe(read_byte_bpe_tokenizer_json(json, {})); });
   EXPECT_NE(message.find("does not compile"), std::string::npos) << message;
 }
