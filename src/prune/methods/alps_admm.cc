@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "../mask.h"
 #include "../options.h"
 #include "../pcg.h"
 #include "alps/core/error.h"
+#include "alps/core/log.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
@@ -97,8 +99,10 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   at::Tensor d64 = H.diagonal().sqrt() + 1e-8;                               // [in]
   at::Tensor Hn64 = H / d64.unsqueeze(1) / d64.unsqueeze(0);
   // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
+  const auto t0 = std::chrono::steady_clock::now();
   auto [L64, Q64] = at::linalg_eigh(Hn64);
   sol.factorizations = 1;
+  const double eigh_seconds = seconds_since(t0);
   at::Tensor Q = Q64.to(at::kFloat), Qt = Q.t().contiguous(), L = L64.to(at::kFloat).unsqueeze(1);  // L: [in, 1]
   at::Tensor Hn = Hn64.to(at::kFloat);
   at::Tensor d = d64.to(at::kFloat).unsqueeze(1);                            // [in, 1]
@@ -140,6 +144,8 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   }
   sol.iterations = it;
   sol.rho = rho;
+  spdlog::debug("alps: eigendecomposition {:.3f} s, {} ADMM iterations {:.3f} s, final rho {}", eigh_seconds, it,
+                seconds_since(t0) - eigh_seconds, rho);
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
   at::Tensor keep = project_keep(B, pattern).to(at::kFloat);
