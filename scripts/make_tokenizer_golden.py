@@ -135,6 +135,25 @@ def llama3_style(data_dir, out_dir, provenance):
     write(out_dir, "llama3_style_golden.json", byte_bpe_golden(tok, data_dir, True, provenance))
 
 
+def ignore_merges(out_dir, provenance):
+    # A vocabulary where "abc" is a token that the merges cannot build ("b c" outranks "a b"), so LLaMA-3's
+    # ignore_merges (a pre-token found whole in the vocab is emitted as one id) changes the result.
+    vocab = {c: i for i, c in enumerate(pre_tokenizers.ByteLevel.alphabet())}
+    for token in ["bc", "ab", "abc"]:
+        vocab[token] = len(vocab)
+    merges = [("b", "c"), ("a", "b"), ("ab", "c")]
+    texts = ["abc", "abc abc", "xabc abcd", " abc", "ab abc bc"]
+    doc = {"provenance": provenance, "texts": texts}
+    for flag in (True, False):
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=flag))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        doc["tokenizer_json_ignore_merges" if flag else "tokenizer_json"] = json.loads(tok.to_str())
+        doc["ids_ignore_merges" if flag else "ids"] = [tok.encode(t).ids for t in texts]
+    assert doc["ids_ignore_merges"] != doc["ids"]
+    write(out_dir, "ignore_merges_golden.json", doc)
+
+
 def sentencepiece_golden(model_file, data_dir, out_dir, name, provenance):
     sp = spm.SentencePieceProcessor(model_file=model_file)
     wiki = read(os.path.join(data_dir, "text/wikitext2/wikitext-2-raw-v1.test.hf_joined.txt"))
@@ -164,6 +183,7 @@ def main():
                   f"sentencepiece {spm.__version__})")
     gpt2(args.data_dir, args.out, provenance)
     llama3_style(args.data_dir, args.out, provenance)
+    ignore_merges(args.out, provenance)
     sentencepiece_golden(os.path.join(args.data_dir, "models/stories260K-hf/tokenizer.model"), args.data_dir, args.out,
                          "sp_stories260k", provenance)
     sentencepiece_golden(os.path.join(args.data_dir, "tokenizers/llama2/tokenizer.model"), args.data_dir, args.out,

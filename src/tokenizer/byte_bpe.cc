@@ -1,5 +1,6 @@
 #include "alps/tokenizer/byte_bpe.h"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <queue>
@@ -25,7 +26,7 @@ struct Range {
 
 // tokenizers' NormalizedString::split: the regex cuts the piece into alternating matches and gaps, and the
 // behaviour decides how matches are kept (the fold over ranges mirrors the Rust implementation).
-std::vector<Range> apply_behavior(const std::vector<Range>& ranges, Behavior behavior) {
+std::vector<Range> apply_behavior(std::vector<Range> ranges, Behavior behavior) {
   std::vector<Range> out;
   switch (behavior) {
     case Behavior::kIsolated:
@@ -56,7 +57,8 @@ std::vector<Range> apply_behavior(const std::vector<Range>& ranges, Behavior beh
         }
         previous_match = it->is_match;
       }
-      return {out.rbegin(), out.rend()};
+      std::reverse(out.begin(), out.end());
+      return out;
     }
     case Behavior::kContiguous: {
       bool previous_match = false;
@@ -219,7 +221,7 @@ std::vector<std::string> ByteBpe::pre_tokenize(std::string_view segment) const {
         previous = e;
       }
       if (previous < piece.size()) ranges.push_back({previous, piece.size(), step.invert});
-      for (const auto& r : apply_behavior(ranges, step.behavior))
+      for (const auto& r : apply_behavior(std::move(ranges), step.behavior))
         if (r.end > r.begin) next.emplace_back(piece, r.begin, r.end - r.begin);
     }
     pieces = std::move(next);

@@ -127,6 +127,23 @@ TEST(ByteBpe, Llama3StylePrependsBeginOfTextViaTemplate) {
   EXPECT_EQ(tok->decode(tok->encode("Once upon a time<|end_of_text|>", true)), "Once upon a time");
 }
 
+// ignore_merges on a vocabulary where the merges cannot build the token "abc": both settings against tokenizers.
+TEST(ByteBpe, IgnoreMergesMatchesTokenizers) {
+  const auto golden = read_golden("ignore_merges_golden.json");
+  const auto texts = golden.at("texts").get<std::vector<std::string>>();
+  for (const auto& [json_key, ids_key] : {std::pair<std::string, std::string>{"tokenizer_json", "ids"},
+                                          {"tokenizer_json_ignore_merges", "ids_ignore_merges"}}) {
+    alps::test::TempDir dir;
+    write_file(dir / "tokenizer.json", golden.at(json_key).dump());
+    const auto tok = load_tokenizer(dir.path());
+    const auto expected = golden.at(ids_key).get<std::vector<std::vector<int64_t>>>();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(tok->encode(texts[i], true), expected[i]) << json_key << ", text '" << texts[i] << "'";
+      EXPECT_EQ(tok->decode(expected[i]), texts[i]);
+    }
+  }
+}
+
 // OPT's rule (facebook/opt-125m tokenizer_config.json: bos "</s>", add_bos_token true) on a vocabulary laid out
 // like OPT's: <s>=0, <pad>=1, </s>=2, <unk>=3, then the 256 byte characters.
 TEST(ByteBpe, OptConfigPrependsEndOfSentenceId2) {
