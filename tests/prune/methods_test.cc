@@ -150,5 +150,25 @@ TEST(Dsnot, SkipsMlpLayersAndMovesTheExpectedOutputTowardZero) {
   EXPECT_FALSE(make_method("dsnot", {{"skip_layer", "none"}})->solve(p, pattern).W.equal(wanda));
 }
 
+TEST(Methods, RunOnTheDeviceOfTheInputs_CUDA) {
+  LayerProblem cpu = make_synthetic_problem(test::small_options(8, 32, 64, 400));
+  cpu.name = "self_attn.q_proj";
+  LayerProblem gpu = cpu;
+  gpu.W0 = cpu.W0.cuda();
+  gpu.G = cpu.G.cuda();
+  gpu.mean = cpu.mean.cuda();
+  for (const auto& name : method_names()) {
+    for (const auto& pattern : {Pattern::unstructured(0.6), Pattern::n_m(2, 4)}) {
+      SCOPED_TRACE(name + " " + pattern.str());
+      at::Tensor W = make_method(name, {})->solve(gpu, pattern).W;
+      EXPECT_TRUE(W.is_cuda());
+      EXPECT_TRUE(satisfies(W, pattern));
+      // Same problem, other device: same quality up to floating-point differences of the kernels.
+      EXPECT_NEAR(relative_error(gpu, W), relative_error(cpu, make_method(name, {})->solve(cpu, pattern).W),
+                  0.05 * relative_error(cpu, make_method(name, {})->solve(cpu, pattern).W));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace alps::prune
