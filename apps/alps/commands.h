@@ -25,6 +25,8 @@ void print_json(const nlohmann::json& doc);
 /// "key=value" flags (--option) -> JSON object; values are parsed as JSON when they can be (numbers, true,
 /// arrays), else kept as strings. A flag without '=' is an error.
 nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments);
+/// "a,b,,c" -> {"a", "b", "c"}: the dataset lists of --ppl / --eval.
+std::vector<std::string> split_list(const std::string& text);
 
 void add_solve_layer_command(CLI::App& app, Runner& runner);
 void add_make_problem_command(CLI::App& app, Runner& runner);

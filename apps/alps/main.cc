@@ -32,6 +32,17 @@ nlohmann::json parse_option_assignments(const std::vector<std::string>& assignme
   return out;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace alps::cli
 
 int main(int argc, char** argv) {

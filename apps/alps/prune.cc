@@ -17,25 +17,11 @@ struct PruneArgs {
   std::string model, out, config, data_dir, dump_problems;
   std::string method, pattern, refine, calib, dtype, stats_dtype, eval;
   double sparsity = -1;
-  int64_t pcg_iterations = 0, nsamples = 0, seqlen = 0, batch_size = 0, stop_after = -1;
+  int64_t pcg_iterations = 0, nsamples = 0, seqlen = 0, batch_size = 0, stop_after = -1, eval_seqlen = 0;
   uint64_t seed = 0;
   std::vector<std::string> options, skip;
   bool overwrite = false, resume = false;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
 
 int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   pipeline::Recipe r = a.config.empty() ? pipeline::Recipe{} : pipeline::load_recipe(a.config);
@@ -59,6 +45,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   if (given("--batch-size")) r.batch_size = a.batch_size;
   if (given("--stats-dtype")) r.stats_dtype = a.stats_dtype;
   if (given("--eval")) r.eval = split_list(a.eval);
+  if (given("--eval-seqlen")) r.eval_seqlen = a.eval_seqlen;
 
   pipeline::PruneJob job;
   job.model_dir = a.model;
@@ -82,6 +69,8 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
 void add_prune_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<PruneArgs>();
   CLI::App* cmd = app.add_subcommand("prune", "Prune every linear layer of a checkpoint, block by block (SPEC §5)");
+  // Batch scripts append overrides to a base command line: a repeated flag takes its last value.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--out", a->out, "Output directory: pruned checkpoint + alps-report.json")->required();
   cmd->add_option("--config", a->config, "JSON recipe (configs/*.json); flags override it");
@@ -91,16 +80,19 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   sp->excludes(pt);
   cmd->add_option("--refine", a->refine, "Refit after the method: none, pcg or exact (default none)");
   cmd->add_option("--pcg-iters", a->pcg_iterations, "PCG iterations of --refine pcg (default 10)");
-  cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05");
+  cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--calib", a->calib, "Calibration text: c4 (data dir) or a .txt / .jsonl[.gz] file (default c4)");
   cmd->add_option("--nsamples", a->nsamples, "Calibration windows (default 128)");
   cmd->add_option("--seqlen", a->seqlen, "Tokens per calibration window (default 2048)");
   cmd->add_option("--seed", a->seed, "Calibration sampling seed (default 0)");
-  cmd->add_option("--skip", a->skip, "Glob of linear names left dense (repeatable), e.g. '*.mlp.down_proj'");
+  cmd->add_option("--skip", a->skip, "Glob of linear names left dense (repeatable), e.g. '*.mlp.down_proj'")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--dtype", a->dtype, "Compute dtype of the forward passes: fp32 (default), fp16/bf16 on CUDA");
   cmd->add_option("--batch-size", a->batch_size, "Calibration windows per forward call (default 8)");
   cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64");
   cmd->add_option("--eval", a->eval, "Datasets to evaluate after pruning, e.g. wikitext2,ptb");
+  cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))");
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   cmd->add_flag("--overwrite", a->overwrite, "Replace an existing output directory (kept until the new one is complete)");
   cmd->add_flag("--resume", a->resume, "Continue an interrupted run from the state in --out");

@@ -58,7 +58,7 @@ bool glob_match(const std::string& pattern, const std::string& name) {
 Recipe recipe_from_json(const json& j, const std::string& origin) {
   check_keys(j,
              {"method", "sparsity", "pattern", "refine", "pcg_iterations", "options", "calibration", "skip",
-              "overrides", "device", "dtype", "batch_size", "stats_dtype", "eval", "description"},
+              "overrides", "device", "dtype", "batch_size", "stats_dtype", "eval", "eval_seqlen", "description"},
              origin);
   Recipe r;
   read(j, "method", r.method, origin);
@@ -104,6 +104,7 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   read(j, "batch_size", r.batch_size, origin);
   read(j, "stats_dtype", r.stats_dtype, origin);
   read(j, "eval", r.eval, origin);
+  read(j, "eval_seqlen", r.eval_seqlen, origin);
   return r;
 }
 
@@ -142,7 +143,8 @@ json recipe_to_json(const Recipe& r) {
           {"dtype", r.dtype},
           {"batch_size", r.batch_size},
           {"stats_dtype", r.stats_dtype},
-          {"eval", r.eval}};
+          {"eval", r.eval},
+          {"eval_seqlen", r.eval_seqlen}};
 }
 
 LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {

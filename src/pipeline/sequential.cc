@@ -10,6 +10,8 @@
 #include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
+#include "alps/eval/datasets.h"
+#include "alps/eval/evaluate.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
 #include "alps/model/causal_lm.h"
@@ -47,6 +49,7 @@ fs::path block_file(const PruneJob& job, int64_t b) {
 json resume_key(const PruneJob& job) {
   json r = recipe_to_json(job.recipe);
   r.erase("eval");  // evaluation happens after pruning and does not change the weights
+  r.erase("eval_seqlen");
   return {{"format", kStateFormat}, {"model", fs::absolute(job.model_dir).lexically_normal().string()}, {"recipe", r}};
 }
 
@@ -202,6 +205,9 @@ void validate_job(const PruneJob& job) {
   validate_plans(m, r);
   tokenizer::load_tokenizer(job.model_dir);
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
+  for (const auto& spec : r.eval) eval::resolve_dataset(spec, job.data_dir);
+  ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",
+             m.config().max_positions, " positions");
 }
 
 report::RunReport run_prune(const PruneJob& job) {
@@ -380,6 +386,20 @@ report::RunReport run_prune(const PruneJob& job) {
   if (rep.blocks_done < n_blocks) {
     spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done, n_blocks);
     return rep;
+  }
+
+  if (!r.eval.empty()) {
+    // The pruned model as it is in memory, evaluated before the checkpoint is written so the report holds the result.
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<eval::Dataset> datasets;
+    for (const auto& spec : r.eval) datasets.push_back(eval::resolve_dataset(spec, job.data_dir));
+    eval::PerplexityOptions popt;
+    popt.seqlen = std::min<int64_t>(r.eval_seqlen > 0 ? r.eval_seqlen : 2048, m.config().max_positions);
+    popt.batch_size = 1;
+    m.load_all();
+    for (const auto& res : eval::evaluate(m, *tokenizer::load_tokenizer(job.model_dir), datasets, popt))
+      rep.eval.push_back(eval::to_json(res));
+    phase("eval", seconds_since(t0));
   }
 
   rep.complete = true;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "alps/core/error.h"
 #include "support.h"
 
 namespace alps::pipeline {

@@ -37,6 +37,7 @@ struct Recipe {
   int64_t batch_size = 8;       ///< calibration windows per forward call
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
   std::vector<std::string> eval;     ///< datasets evaluated after pruning
+  int64_t eval_seqlen = 0;           ///< their window length (0: min(2048, max positions))
 };
 
 /// Parses a recipe; unknown keys and wrong types are errors naming `origin` and the key.

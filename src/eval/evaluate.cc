@@ -1,0 +1,41 @@
+#include "alps/eval/evaluate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "alps/model/causal_lm.h"
+#include "alps/tokenizer/tokenizer.h"
+
+namespace alps::eval {
+
+std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
+                                    const std::vector<Dataset>& datasets, const PerplexityOptions& options) {
+  std::vector<DatasetResult> out;
+  for (const Dataset& d : datasets) {
+    const std::vector<int64_t> ids = dataset_tokens(d, tokenizer, options.seqlen);
+    spdlog::info("{}: {} tokens from {}", d.name, ids.size(), d.path.string());
+    DatasetResult r{d, options.seqlen, static_cast<int64_t>(ids.size()), perplexity(model, ids, options)};
+    spdlog::info("{}: ppl {:.4f} over {} windows of {} ({:.1f}s, {:.0f} tokens/s)", d.name, r.result.ppl,
+                 r.result.windows, options.seqlen, r.result.seconds,
+                 static_cast<double>(r.result.tokens) / std::max(r.result.seconds, 1e-9));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const DatasetResult& r) {
+  return {{"dataset", r.dataset.name},
+          {"path", r.dataset.path.string()},
+          {"seqlen", r.seqlen},
+          {"windows", r.result.windows},
+          {"tokens", r.result.tokens},
+          {"dataset_tokens", r.dataset_tokens},
+          {"nll", r.result.nll},
+          {"perplexity", r.result.ppl},
+          {"seconds", r.result.seconds},
+          {"tokens_per_second", static_cast<double>(r.result.tokens) / std::max(r.result.seconds, 1e-9)}};
+}
+
+}  // namespace alps::eval
