@@ -33,7 +33,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   if (given("--sparsity")) r.pattern = nlohmann::json(a.sparsity).dump();
   if (given("--pattern")) r.pattern = a.pattern;
   if (given("--refine")) r.refine = a.refine;
-  if (given("--pcg-iters")) r.pcg_iterations = a.pcg_iterations;
+  if (given("--refine-iterations")) r.pcg_iterations = a.pcg_iterations;
   r.options.update(parse_option_assignments(a.options));
   if (given("--calib")) r.calib = a.calib;
   if (given("--nsamples")) r.nsamples = a.nsamples;
@@ -79,7 +79,7 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   auto* pt = cmd->add_option("--pattern", a->pattern, "N:M sparsity, e.g. 2:4");
   sp->excludes(pt);
   cmd->add_option("--refine", a->refine, "Refit after the method: none, pcg or exact (default none)");
-  cmd->add_option("--pcg-iters", a->pcg_iterations, "PCG iterations of --refine pcg (default 10)");
+  cmd->add_option("--refine-iterations", a->pcg_iterations, "PCG iterations of --refine pcg (default 10)");
   cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--calib", a->calib, "Calibration text: c4 (data dir) or a .txt / .jsonl[.gz] file (default c4)");
