@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 
 #include "alps/core/error.h"
@@ -33,11 +34,21 @@ PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int6
   for (int64_t w0 = 0; w0 < n; w0 += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - w0);
     at::Tensor x = all.narrow(0, w0, b).to(model.compute_device());
-    at::Tensor logits = model.forward(x).narrow(1, 0, seqlen - 1);  // [b, seqlen-1, vocab], fp32
-    at::Tensor target = x.narrow(1, 1, seqlen - 1).unsqueeze(-1);
-    // -log softmax(z)_y = logsumexp(z) - z_y, in fp32 without materialising the log-softmax.
-    at::Tensor nll = logits.logsumexp(-1) - logits.gather(-1, target).squeeze(-1);  // [b, seqlen-1]
-    at::Tensor l = nll.to(at::kDouble).mean(1).cpu();
+    at::Tensor h = model.embed(x);
+    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h);
+    // The head runs on slices of positions (it is per position): [b, rows, vocab] logits stay ~24 MB instead of
+    // b * seqlen * vocab floats (400 MB per OPT window), which keeps memory flat and the buffers reusable.
+    const int64_t rows = std::max<int64_t>(1, options.max_logits / (b * model.config().vocab_size));
+    at::Tensor nll_sum = at::zeros({b}, at::TensorOptions().dtype(at::kDouble).device(x.device()));
+    for (int64_t s = 0; s < seqlen - 1; s += rows) {
+      const int64_t len = std::min(rows, seqlen - 1 - s);
+      at::Tensor logits = model.head(h.narrow(1, s, len));  // [b, len, vocab], fp32
+      at::Tensor target = x.narrow(1, s + 1, len).unsqueeze(-1);
+      // -log softmax(z)_y = logsumexp(z) - z_y, in fp32 without materialising the log-softmax.
+      at::Tensor nll = logits.logsumexp(-1) - logits.gather(-1, target).squeeze(-1);  // [b, len]
+      nll_sum += nll.to(at::kDouble).sum(1);
+    }
+    at::Tensor l = (nll_sum / static_cast<double>(seqlen - 1)).cpu();
     for (int64_t i = 0; i < b; ++i) r.window_nll.push_back(l[i].item<double>());
     progress.step(w0 + b, "");
   }

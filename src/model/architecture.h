@@ -50,9 +50,10 @@ std::unique_ptr<Architecture> make_opt(const ModelConfig& config);
 /// Additive causal mask [seq, seq]: 0 on and below the diagonal, -inf above, in `dtype` on `device`.
 at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// Causal multi-head attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
-/// KV head h / (H / KV)); `scale` multiplies q k^T. Returns [B, T, H * D]. The query heads sharing a KV head are
-/// stacked along the sequence axis so that each KV group is one batched matmul, without copying K or V.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
+/// KV head h / (H / KV)); `scale` multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a
+/// time (0: sized from the problem), each chunk one batched matmul per KV group, without copying K or V.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                            int64_t chunk = 0);
 /// x W^T + b (b may be undefined).
 at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 

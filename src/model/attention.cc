@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "architecture.h"
@@ -11,18 +12,31 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device) {
       .triu(1);
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1);
   const int64_t rep = H / KV;
-  // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order), so [B, H, T, D] viewed as
-  // [B, KV, rep * T, D] lines each group's queries up against its own K and V.
-  at::Tensor scores = at::matmul(q.contiguous().view({B, KV, rep * T, D}), k.transpose(-1, -2));  // [B, KV, rep*T, T]
-  scores.mul_(scale);
-  scores.view({B, KV, rep, T, T}).add_(causal_mask(T, scores.scalar_type(), scores.device()));
-  // Softmax in fp32 even for half compute, as transformers does.
-  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  scores.reset();
-  at::Tensor out = at::matmul(probs, v);  // [B, KV, rep*T, D]
+  // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
+  // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V.
+  const at::Tensor q5 = q.contiguous().view({B, KV, rep, T, D});
+  const at::Tensor kt = k.transpose(-1, -2);  // [B, KV, D, T]
+  at::Tensor out = at::empty({B, KV, rep, T, D}, q.options());
+  // Queries in chunks: a chunk ending at row e only needs keys [0, e), so about half of the T x T scores and
+  // softmax work is never done, and only the diagonal block needs the mask. Each chunk is one batched matmul over
+  // all heads. Chunks keep a score block under ~24 MB (below glibc's largest mmap threshold, so the buffer is
+  // reused instead of being mapped and page-faulted afresh for every chunk).
+  const int64_t kChunk =
+      chunk > 0 ? chunk : std::clamp<int64_t>((int64_t{6} << 20) / std::max<int64_t>(1, B * H * T), 64, 512);
+  for (int64_t s = 0; s < T; s += kChunk) {
+    const int64_t len = std::min(kChunk, T - s), e = s + len;
+    at::Tensor qc = q5.narrow(3, s, len).reshape({B, KV, rep * len, D});
+    at::Tensor scores = at::matmul(qc, kt.narrow(-1, 0, e));  // [B, KV, rep*len, e]
+    scores.mul_(scale);
+    scores.view({B, KV, rep, len, e}).narrow(-1, s, len).add_(causal_mask(len, scores.scalar_type(), scores.device()));
+    // Softmax in fp32 even for half compute, as transformers does.
+    at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+    scores.reset();
+    out.narrow(3, s, len).copy_(at::matmul(probs, v.narrow(2, 0, e)).view({B, KV, rep, len, D}));
+  }
   return out.view({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});
 }
 

@@ -302,6 +302,11 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
     out << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";
     ALPS_CHECK(out.good(), "cannot write ", (staged.temp() / kIndexFile).string());
   }
+  for (const auto& [name, content] : options.extra_files) {
+    std::ofstream out(staged.temp() / name, std::ios::binary | std::ios::trunc);
+    out << content;
+    ALPS_CHECK(out.good(), "cannot write ", (staged.temp() / name).string());
+  }
   staged.commit();
   spdlog::info("saved {} tensors ({:.1f} MB, {} file{}) to {}", s.order.size(), total / 1e6, shards.size(),
                shards.size() > 1 ? "s" : "", out_dir.string());

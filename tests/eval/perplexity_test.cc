@@ -74,6 +74,10 @@ TEST(Perplexity, WindowsTailAndFormulaMatchDirectComputation) {
   opt.batch_size = 2;
   PerplexityResult batched = perplexity(m, ids, opt);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(batched.window_nll[i], r.window_nll[i], 1e-6);
+  // Slicing the head over positions (5 rows at a time here) changes nothing.
+  opt.max_logits = 2 * 5 * 96;
+  PerplexityResult sliced = perplexity(m, ids, opt);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(sliced.window_nll[i], r.window_nll[i], 1e-6);
   opt.max_windows = 2;
   PerplexityResult capped = perplexity(m, ids, opt);
   EXPECT_EQ(capped.windows, 2);

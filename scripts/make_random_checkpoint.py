@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Writes a randomly initialised checkpoint of a real model's shape, for speed measurements (not committed).
+
+Default: OPT-125M's shape (transformers' OPTConfig defaults = facebook/opt-125m: hidden 768, 12 layers, 12 heads,
+ffn 3072, vocab 50272, 2048 positions), fp32, with GPT-2's vocab.json/merges.txt from the data directory as its
+tokenizer files (OPT uses the same BPE merges). `--family llama` writes a LLaMA-shaped one (sizes by flag) instead.
+
+Usage: python3 scripts/make_random_checkpoint.py OUT_DIR [--family opt|llama] [--data-dir ../shared/data]
+       [--dtype float32|float16|bfloat16] [--hidden N --layers N --heads N --kv-heads N --ffn N --vocab N]
+"""
+import argparse
+import os
+import shutil
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--family", choices=["opt", "llama"], default="opt")
+    ap.add_argument("--data-dir", default=os.path.join(here, "..", "..", "shared", "data"))
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
+    ap.add_argument("--ffn", type=int)
+    ap.add_argument("--vocab", type=int)
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+
+    if args.family == "opt":
+        cfg = OPTConfig()  # facebook/opt-125m
+        for k, v in (("hidden_size", args.hidden), ("num_hidden_layers", args.layers),
+                     ("num_attention_heads", args.heads), ("ffn_dim", args.ffn), ("vocab_size", args.vocab)):
+            if v:
+                setattr(cfg, k, v)
+        cfg.word_embed_proj_dim = cfg.hidden_size
+        model = OPTForCausalLM(cfg)
+    else:
+        cfg = LlamaConfig(hidden_size=args.hidden or 2048, num_hidden_layers=args.layers or 16,
+                          num_attention_heads=args.heads or 32, num_key_value_heads=args.kv_heads or 8,
+                          intermediate_size=args.ffn or 8192, vocab_size=args.vocab or 50272,
+                          max_position_embeddings=4096)
+        model = LlamaForCausalLM(cfg)
+    model = model.to(getattr(torch, args.dtype)).eval()
+    model.save_pretrained(args.out)
+    tok = os.path.join(args.data_dir, "tokenizers", "gpt2")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(os.path.join(tok, name), os.path.join(args.out, name))
+    n = sum(p.numel() for p in model.parameters())
+    print(f"wrote {args.out}: {type(model).__name__}, {n} parameters, {args.dtype}")
+
+
+if __name__ == "__main__":
+    main()

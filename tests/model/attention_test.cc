@@ -1,0 +1,34 @@
+// The chunked causal attention kernel against the textbook formula (full score matrix, -inf above the diagonal,
+// softmax, K/V heads repeated for GQA as transformers' repeat_kv does), for several chunk sizes.
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "model/architecture.h"
+#include "support.h"
+
+namespace alps::model {
+namespace {
+
+at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), rep = H / k.size(1);
+  at::Tensor kr = k.repeat_interleave(rep, 1), vr = v.repeat_interleave(rep, 1);
+  at::Tensor s = at::matmul(q.to(at::kDouble), kr.to(at::kDouble).transpose(-1, -2)) * scale;
+  s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+  at::Tensor o = at::matmul(at::softmax(s, -1), vr.to(at::kDouble));  // [B, H, T, D]
+  return o.transpose(1, 2).reshape({B, T, H * D});
+}
+
+TEST(Attention, ChunkedCausalMatchesReference) {
+  at::manual_seed(0);
+  for (auto [H, KV, T] : {std::tuple{4, 4, 37}, {8, 2, 300}, {6, 3, 5}}) {
+    at::Tensor q = at::randn({2, H, T, 16}), k = at::randn({2, KV, T, 16}), v = at::randn({2, KV, T, 16});
+    const at::Tensor ref = reference_attention(q, k, v, 0.25);
+    for (int64_t chunk : {0, 1, 7, 64, 1000})
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk), ref, 1e-5, 1e-5)
+          << "H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
+  }
+}
+
+}  // namespace
+}  // namespace alps::model
