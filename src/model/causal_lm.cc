@@ -263,7 +263,12 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
   // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
   for (const auto& entry : fs::directory_iterator(s.dir)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" || name == kIndexFile) continue;
+    const std::string ext = entry.path().extension().string();
+    // Weights in any format are not copied: a stale pytorch_model.bin next to pruned safetensors would be wrong.
+    if (!entry.is_regular_file() || name == kIndexFile || name == "pytorch_model.bin.index.json" ||
+        ext == ".safetensors" || (ext == ".bin" && name.rfind("pytorch_model", 0) == 0) || ext == ".pth" ||
+        ext == ".ckpt")
+      continue;
     fs::copy_file(entry.path(), staged.temp() / name);
   }
 
