@@ -29,6 +29,41 @@ TEST(Mask, LargeSelectionsAreExact) {
   expect_exact_selection(tricky, 300000);
 }
 
+// The CPU radix select must pick the same set as a sort-based reference, on signed scores with many ties
+// (ties: the first ones in memory order go), and on scores whose keys share their high 16 bits.
+TEST(Mask, RadixSelectMatchesASortReference) {
+  at::manual_seed(1);
+  for (const at::Tensor& score : {at::randn({300, 200}), at::randint(-3, 4, {257, 31}).to(at::kFloat),
+                                  1.0f + at::rand({1000}) * 1e-4f, at::zeros({64})}) {
+    const int64_t numel = score.numel();
+    for (int64_t zeros : {int64_t{1}, numel / 3, numel / 2, numel - 1}) {
+      at::Tensor keep = keep_largest(score, zeros);
+      // Reference: stable ascending sort; the first `zeros` positions are pruned.
+      at::Tensor order = std::get<1>(score.reshape({-1}).sort(/*stable=*/true, 0, /*descending=*/false));
+      at::Tensor expected = at::ones({numel}, at::kBool);
+      expected.index_fill_(0, order.slice(0, 0, zeros), false);
+      EXPECT_TRUE(keep.reshape({-1}).equal(expected)) << "numel " << numel << " zeros " << zeros;
+    }
+  }
+}
+
+// The CPU N:M kernel works on strided views (ALPS passes a transposed [in, out] iterate) and keeps, per group,
+// the N largest, earlier column first on ties.
+TEST(Mask, GroupsOnTransposedViewsMatchTopk) {
+  at::manual_seed(2);
+  at::Tensor base = at::randn({64, 48}).abs();  // viewed as [48, 64] through .t()
+  base.slice(1, 0, 8).fill_(0.5);              // ties in every group of the first rows of the view
+  for (const auto& pattern : {Pattern::n_m(2, 4), Pattern::n_m(1, 4), Pattern::n_m(4, 8), Pattern::n_m(3, 8)}) {
+    at::Tensor view = base.t();  // [48, 64], stride (1, 48)
+    at::Tensor keep = keep_mask_layer(view, pattern);
+    ASSERT_EQ(keep.sizes(), view.sizes());
+    at::Tensor grouped = view.contiguous().reshape({48, 64 / pattern.m(), pattern.m()});
+    at::Tensor order = std::get<1>(grouped.sort(/*stable=*/true, 2, /*descending=*/true));
+    at::Tensor expected = at::zeros_like(grouped, at::kBool).scatter_(2, order.narrow(2, 0, pattern.n()), true);
+    EXPECT_TRUE(keep.contiguous().equal(expected.reshape({48, 64}))) << pattern.str();
+  }
+}
+
 TEST(Mask, GroupsAndRows) {
   at::Tensor score = at::tensor({4.f, 1.f, 3.f, 2.f, 0.f, 5.f, 6.f, 7.f}).reshape({2, 4});
   EXPECT_TRUE(keep_mask_layer(score, Pattern::n_m(2, 4))

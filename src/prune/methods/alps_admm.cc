@@ -35,6 +35,8 @@ AlpsOptions alps_options_from_json(const nlohmann::json& j) {
   r.read("late_fraction", o.late_fraction);
   r.read("pcg_iterations", o.pcg_iterations);
   r.read("pcg_tolerance", o.pcg_tolerance);
+  r.read("eigh_double", o.eigh_double);
+  r.read("b_update", o.b_update);
   r.finish();
   return o;
 }
@@ -73,14 +75,18 @@ Alps::Alps(AlpsOptions options) : options_(options) {
              "shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0, " rho_max=", o.rho_max, " shrink=", o.shrink);
   ALPS_CHECK(o.max_iterations >= 0 && o.check_every >= 1 && o.pcg_iterations >= 0 && o.pcg_tolerance >= 0,
              "alps: max_iterations >= 0, check_every >= 1, pcg_iterations >= 0, pcg_tolerance >= 0 are required");
+  ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit",
+             "alps: b_update must be auto, eigenbasis or explicit, got '", o.b_update, "'");
 }
 
 namespace {
 // Projection P onto the pattern in the scaled variable: Z is [in, out], decisions on |Z| = |W_ij| d_j across the
 // whole layer (unstructured) or per group of M inputs of each output row (N:M). Returns the kept mask [in, out].
-at::Tensor project_keep(const at::Tensor& Z, const Pattern& pattern) {
-  if (pattern.is_n_m()) return detail::keep_mask_layer(Z.t().abs(), pattern).t();
-  return detail::keep_largest(Z.abs(), pattern.zeros_total(Z.size(1), Z.size(0)));
+// `absZ` is a scratch buffer of Z's shape.
+at::Tensor project_keep(const at::Tensor& Z, at::Tensor& absZ, const Pattern& pattern) {
+  at::abs_out(absZ, Z);
+  if (pattern.is_n_m()) return detail::keep_mask_layer(absZ.t(), pattern).t();
+  return detail::keep_largest(absZ, pattern.zeros_total(Z.size(1), Z.size(0)));
 }
 }  // namespace
 
@@ -98,33 +104,67 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   H.diagonal().add_(o.damp * H.diagonal().mean().item<double>());
   at::Tensor d64 = H.diagonal().sqrt() + 1e-8;                               // [in]
   at::Tensor Hn64 = H / d64.unsqueeze(1) / d64.unsqueeze(0);
+  at::Tensor Hn = Hn64.to(at::kFloat);
   // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
   const auto t0 = std::chrono::steady_clock::now();
-  auto [L64, Q64] = at::linalg_eigh(Hn64);
+  auto [L_, Q_] = at::linalg_eigh(o.eigh_double ? Hn64 : Hn);
   sol.factorizations = 1;
   const double eigh_seconds = seconds_since(t0);
-  at::Tensor Q = Q64.to(at::kFloat), Qt = Q.t().contiguous(), L = L64.to(at::kFloat).unsqueeze(1);  // L: [in, 1]
-  at::Tensor Hn = Hn64.to(at::kFloat);
+  at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(1);  // L: [in, 1]
   at::Tensor d = d64.to(at::kFloat).unsqueeze(1);                            // [in, 1]
 
   at::Tensor B0 = problem.W0.to(at::kFloat).t() * d;                         // [in, out], B0 = D W0^T
   at::Tensor Y = Hn.matmul(B0);                                              // [in, out]
-  const int64_t numel = B0.numel();
-  const int64_t kept = numel - pattern.zeros_total(problem.rows(), problem.cols());
-  at::Tensor keep0 = project_keep(B0, pattern);
+  const int64_t in = problem.cols(), out = problem.rows();
+  const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
+  at::Tensor absZ = at::empty_like(B0);
+  at::Tensor keep0 = project_keep(B0, absZ, pattern);
   at::Tensor D0 = B0 * keep0;
-  at::Tensor B = B0, D = D0, V = at::zeros_like(B0), keep_prev = keep0;
+  // Every iterate lives in a buffer allocated once: a fresh [in, out] tensor per operation costs page faults
+  // and an extra pass each.
+  at::Tensor D = D0.clone(), V = at::zeros_like(B0), B = B0.clone(), R = at::empty_like(B0), Z = at::empty_like(B0);
+  at::Tensor keep_prev = keep0;
+  // B-update cost per rho (rho only changes at a support check, every check_every iterations): applying
+  // Q diag Q^T costs two [in,in]x[in,out] products per iteration; forming Minv = (Hn + rho I)^-1 once per rho
+  // costs one [in,in]x[in,in] product and then one [in,in]x[in,out] per iteration. Pick the cheaper.
+  bool explicit_inverse = o.b_update == "explicit";
+  if (o.b_update == "auto") explicit_inverse = in < o.check_every * out;
+  at::Tensor Minv, Qs, T;
+  if (explicit_inverse) {
+    Minv = at::empty({in, in}, Q.options());
+    Qs = at::empty_like(Q);
+  } else {
+    T = at::empty_like(B0);
+  }
+  double rho_of_Minv = 0;
 
   RhoSchedule schedule(o);
   double rho = schedule.rho();
   int64_t it = 0;
+  double t_update = 0, t_project = 0;
   for (; it < o.max_iterations; ++it) {
+    auto ta = std::chrono::steady_clock::now();
     // B-update (paper eq. 4): B = Q diag(1/(L + rho)) Q^T (Y - V + rho D); a new rho only changes the divisor.
-    B = Q.matmul(Qt.matmul(Y - V + rho * D).div_(L + rho));
-    at::Tensor Z = B + V / rho;
-    at::Tensor keep = project_keep(Z, pattern);
-    D = Z * keep;
-    V = V + rho * (B - D);
+    at::sub_out(R, Y, V).add_(D, rho);
+    if (explicit_inverse) {
+      if (rho != rho_of_Minv) {
+        at::mul_out(Qs, Q, (L + rho).reciprocal_().t());
+        at::mm_out(Minv, Qs, Qt);
+        rho_of_Minv = rho;
+      }
+      at::mm_out(B, Minv, R);
+    } else {
+      at::mm_out(T, Qt, R).div_(L + rho);
+      at::mm_out(B, Q, T);
+    }
+    auto tb = std::chrono::steady_clock::now();
+    t_update += std::chrono::duration<double>(tb - ta).count();
+    // D = P(B + V / rho), V = V + rho (B - D).
+    at::add_out(Z, B, V, 1.0 / rho);
+    at::Tensor keep = project_keep(Z, absZ, pattern);
+    at::mul_out(D, Z, keep);
+    V.add_(B, rho).sub_(D, rho);
+    t_project += seconds_since(tb);
     if ((it + 1) % o.check_every != 0) continue;
     const int64_t changed = keep.ne(keep_prev).sum().item<int64_t>();
     keep_prev = keep;
@@ -137,20 +177,22 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
       break;
     }
     if (action == RhoSchedule::Action::kRestart) {
-      B = B0;
-      D = D0;
-      V = at::zeros_like(B0);
+      D.copy_(D0);
+      V.zero_();
     }
   }
   sol.iterations = it;
   sol.rho = rho;
-  spdlog::debug("alps: eigendecomposition {:.3f} s, {} ADMM iterations {:.3f} s, final rho {}", eigh_seconds, it,
-                seconds_since(t0) - eigh_seconds, rho);
+  const double admm_seconds = seconds_since(t0) - eigh_seconds;
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
-  at::Tensor keep = project_keep(B, pattern).to(at::kFloat);
+  at::Tensor keep = project_keep(B, absZ, pattern).to(at::kFloat);
   auto refit = detail::pcg_masked(Hn, Y, keep, B * keep, o.pcg_iterations, o.pcg_tolerance);
   sol.refit_iterations = refit.iterations;
+  spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
+                "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",
+                eigh_seconds, it, admm_seconds, explicit_inverse ? "explicit inverse" : "eigenbasis", t_update,
+                t_project, rho, refit.iterations, seconds_since(t0) - eigh_seconds - admm_seconds);
   sol.W = (refit.B / d).t().contiguous();
   return sol;
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "alps/prune/method.h"
 
@@ -26,6 +27,10 @@ struct AlpsOptions {
   double late_fraction = 3e-4;
   int64_t pcg_iterations = 10;   ///< masked PCG refit after ADMM (0 = none)
   double pcg_tolerance = 1e-6;   ///< relative masked-residual tolerance of that refit
+  bool eigh_double = true;       ///< eigendecomposition of Hn in fp64 (reference) or fp32
+  /// "eigenbasis": B = Q (Q^T R / (L + rho)), two products per iteration; "explicit": (Hn + rho I)^-1 formed
+  /// from Q, L once per rho, one product per iteration; "auto": the cheaper one for the layer's shape.
+  std::string b_update = "auto";
 };
 /// Keys are the field names above; anything else is an error.
 AlpsOptions alps_options_from_json(const nlohmann::json& j);
