@@ -10,6 +10,7 @@
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
 #include "alps/eval/datasets.h"
+#include "alps/eval/evaluate.h"
 #include "alps/eval/perplexity.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
@@ -58,22 +59,7 @@ int run_eval(const EvalArgs& a) {
   opt.batch_size = a.batch_size;
 
   nlohmann::json results = nlohmann::json::array();
-  for (const eval::Dataset& d : datasets) {
-    const std::vector<int64_t> ids = eval::dataset_tokens(d, *tok, seqlen);
-    spdlog::info("{}: {} tokens from {}", d.name, ids.size(), d.path.string());
-    const eval::PerplexityResult r = eval::perplexity(m, ids, opt);
-    spdlog::info("{}: ppl {:.4f} over {} windows of {} ({:.1f}s, {:.0f} tokens/s)", d.name, r.ppl, r.windows, seqlen,
-                 r.seconds, r.tokens / std::max(r.seconds, 1e-9));
-    results.push_back({{"dataset", d.name},
-                       {"path", d.path.string()},
-                       {"windows", r.windows},
-                       {"tokens", r.tokens},
-                       {"dataset_tokens", ids.size()},
-                       {"nll", r.nll},
-                       {"perplexity", r.ppl},
-                       {"seconds", r.seconds},
-                       {"tokens_per_second", r.tokens / std::max(r.seconds, 1e-9)}});
-  }
+  for (const eval::DatasetResult& r : eval::evaluate(m, *tok, datasets, opt)) results.push_back(eval::to_json(r));
   if (a.common.json) {
     print_json({{"model", a.model},
                 {"architecture", m.config().architecture},
