@@ -27,7 +27,9 @@ struct AlpsOptions {
   double late_fraction = 3e-4;
   int64_t pcg_iterations = 10;   ///< masked PCG refit after ADMM (0 = none)
   double pcg_tolerance = 1e-6;   ///< relative masked-residual tolerance of that refit
-  bool eigh_double = true;       ///< eigendecomposition of Hn in fp64 (reference) or fp32
+  /// Eigendecomposition of Hn in fp64 (reference) or fp32. fp32 was no faster at in = 768 here, and Debian's
+  /// libtorch 1.13 ssyevd fails for in = 3072 ("parameter 8 had an illegal value": workspace size held in a float).
+  bool eigh_double = true;
   /// "eigenbasis": B = Q (Q^T R / (L + rho)), two products per iteration; "explicit": (Hn + rho I)^-1 formed
   /// from Q, L once per rho, one product per iteration; "auto": the cheaper one for the layer's shape.
   std::string b_update = "auto";
