@@ -147,6 +147,22 @@ TEST(Checkpoint, ShardedIndexMismatch) {
   EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find(moved), std::string::npos);
 }
 
+TEST(Checkpoint, F16StorageComputesInFp32OnTheStoredValues) {
+  test::TempDir tmp;
+  fs::path dir = copy_fixture("llama_gqa", tmp);
+  rewrite_weights(dir, [](auto& ts) {
+    for (auto& [name, t] : ts) t = t.to(at::kHalf);
+  });
+  CausalLM half = CausalLM::load(dir);
+  CausalLM full = CausalLM::load(fixture("llama_gqa"));
+  for (const std::string& name : full.tensor_names()) {
+    EXPECT_EQ(half.tensor(name).scalar_type(), at::kHalf) << name;
+    full.set_tensor(name, full.tensor(name).to(at::kHalf).to(at::kFloat));  // the same values, kept in F32
+  }
+  at::Tensor ids = at::randint(0, 96, {2, 11}, at::kLong);
+  EXPECT_TRUE(half.forward(ids).equal(full.forward(ids)));
+}
+
 // Every tensor of `a` is in `b` with the same dtype and identical bytes.
 void expect_same_tensors(const CausalLM& a, const CausalLM& b) {
   ASSERT_EQ(a.tensor_names(), b.tensor_names());
