@@ -26,24 +26,13 @@ struct EvalArgs {
   int64_t seqlen = 0, max_windows = 0, batch_size = 1;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 int run_eval(const EvalArgs& a) {
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
   ALPS_CHECK(seqlen <= positions, "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
-  const std::vector<std::string> specs = split_commas(a.ppl);
+  const std::vector<std::string> specs = split_list(a.ppl);
   ALPS_CHECK(!specs.empty(), "--ppl: expected a comma-separated list of datasets, got '", a.ppl, "'");
   const auto data = data_dir(a.data_dir);
   // Resolve every dataset before the slow part so a typo fails at once.

@@ -3,7 +3,11 @@
 #include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "alps/core/build_info.h"
 #include "alps/core/error.h"
@@ -53,9 +57,11 @@ int main(int argc, char** argv) {
   bool version = false;
   std::string log_level = "info";
   bool quiet = false;
+  int threads = 0;
   app.add_flag("--version", version, "Print version, libtorch, CUDA, BLAS and thread count");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
+  app.add_option("--threads", threads, "libtorch intra-op threads (default: every hardware thread)");
 
   alps::cli::Runner runner;
   alps::cli::add_solve_layer_command(app, runner);
@@ -69,6 +75,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     spdlog::set_level(static_cast<spdlog::level::level_enum>(
         static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
+    // Debian's libtorch starts with one OpenMP thread here; only OpenBLAS would use the other cores.
+    at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     if (version) {
       std::cout << alps::build_info_text(alps::build_info());
       return 0;

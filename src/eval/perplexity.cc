@@ -29,7 +29,7 @@ PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int6
   r.tokens = n * seqlen;
   const auto start = std::chrono::steady_clock::now();
   at::Tensor all = at::tensor(ids, at::kLong).narrow(0, 0, n * seqlen).view({n, seqlen});
-  Progress progress("perplexity windows", n);
+  Progress progress("perplexity windows", n, /*min_interval=*/5.0);
   at::NoGradGuard no_grad;
   for (int64_t w0 = 0; w0 < n; w0 += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - w0);

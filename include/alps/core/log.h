@@ -13,10 +13,11 @@ void init_logging(LogLevel level);
 /// "trace|debug|info|warn|error|off" -> LogLevel.
 LogLevel parse_log_level(std::string_view name);
 
-/// Progress of a long loop: each step() logs "<what> i/n <label> | elapsed | ETA" at info level.
+/// Progress of a long loop: step() logs "<what> i/n <label> | elapsed | ETA" at info level, at most once per
+/// `min_interval` seconds (the first and last steps always).
 class Progress {
  public:
-  Progress(std::string what, int64_t total);
+  Progress(std::string what, int64_t total, double min_interval = 0);
   /// Marks item `done` (1-based count of finished items) and logs with `label`.
   void step(int64_t done, std::string_view label);
   double elapsed_seconds() const;
@@ -24,7 +25,9 @@ class Progress {
  private:
   std::string what_;
   int64_t total_;
+  double min_interval_;
   std::chrono::steady_clock::time_point start_;
+  double last_log_ = -1;
 };
 
 /// Seconds since `start` (steady clock).
