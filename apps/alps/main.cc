@@ -3,13 +3,10 @@
 #include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
-#include <ATen/Parallel.h>
-
-#include <algorithm>
 #include <iostream>
-#include <thread>
 
 #include "alps/core/build_info.h"
+#include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "commands.h"
@@ -75,8 +72,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     spdlog::set_level(static_cast<spdlog::level::level_enum>(
         static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
-    // Debian's libtorch starts with one OpenMP thread here; only OpenBLAS would use the other cores.
-    at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    alps::configure_threads(threads);
     if (version) {
       std::cout << alps::build_info_text(alps::build_info());
       return 0;

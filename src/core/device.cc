@@ -1,6 +1,10 @@
 #include "alps/core/device.h"
 
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
+
+#include <algorithm>
+#include <thread>
 
 #include "alps/core/error.h"
 
@@ -23,6 +27,10 @@ c10::ScalarType parse_dtype(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return c10::kBFloat16;
   if (name == "fp64" || name == "float64") return c10::kDouble;
   ALPS_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
+}
+
+void configure_threads(int n) {
+  at::set_num_threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 std::string dtype_name(c10::ScalarType t) {

@@ -1,14 +1,10 @@
 #include "alps/pipeline/calibration.h"
 
 #include <ATen/ATen.h>
-#include <zlib.h>
-
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_map>
 
 #include "alps/core/error.h"
+#include "alps/io/text_files.h"
 #include "alps/pipeline/py_random.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -16,78 +12,10 @@ namespace alps::pipeline {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string read_all(const fs::path& path) {
-  ALPS_CHECK(fs::is_regular_file(path), "calibration file ", path.string(), " does not exist");
-  if (ends_with(path.string(), ".gz")) {
-    gzFile f = gzopen(path.c_str(), "rb");
-    ALPS_CHECK(f != nullptr, "cannot open ", path.string());
-    std::string out;
-    char buf[1 << 16];
-    int n = 0;
-    while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-    int err = 0;
-    const char* msg = gzerror(f, &err);
-    const bool failed = n < 0 || (err != Z_OK && err != Z_STREAM_END);
-    const std::string why = msg != nullptr ? msg : "";
-    gzclose(f);
-    ALPS_CHECK(!failed, path.string(), ": corrupt gzip data (", why, ")");
-    return out;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ALPS_CHECK(in.good(), "cannot open ", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string text_field(const nlohmann::json& j, const fs::path& path, size_t line) {
-  ALPS_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(), path.string(), ": record ", line,
-             " has no string field \"text\"");
-  return j["text"].get<std::string>();
-}
-
-}  // namespace
-
 std::vector<std::string> read_documents(const fs::path& path) {
-  const std::string content = read_all(path);
-  std::string name = path.filename().string();
-  if (ends_with(name, ".gz")) name = name.substr(0, name.size() - 3);
-  std::vector<std::string> docs;
-  if (ends_with(name, ".jsonl") || ends_with(name, ".json")) {
-    const auto first = content.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && content[first] == '[') {
-      nlohmann::json arr;
-      try {
-        arr = nlohmann::json::parse(content);
-      } catch (const nlohmann::json::exception& e) {
-        ALPS_FAIL(path.string(), ": invalid JSON (", e.what(), ")");
-      }
-      for (size_t i = 0; i < arr.size(); ++i) docs.push_back(text_field(arr[i], path, i + 1));
-    } else {
-      std::istringstream lines(content);
-      std::string line;
-      size_t n = 0;
-      while (std::getline(lines, line)) {
-        ++n;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        nlohmann::json j;
-        try {
-          j = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
-          ALPS_FAIL(path.string(), ": line ", n, " is not valid JSON (", e.what(), ")");
-        }
-        docs.push_back(text_field(j, path, n));
-      }
-    }
-  } else {
-    docs.push_back(content);
-  }
+  ALPS_CHECK(fs::is_regular_file(path), "calibration file ", path.string(), " does not exist");
+  std::vector<std::string> docs =
+      io::is_json_records_name(path) ? io::read_text_records(path) : std::vector<std::string>{io::read_text_file(path)};
   size_t chars = 0;
   for (const auto& d : docs) chars += d.size();
   ALPS_CHECK(chars > 0, "calibration file ", path.string(), " holds no text");

@@ -14,6 +14,10 @@ c10::Device resolve_device(std::string_view name);
 /// "fp32|float32", "fp16|float16|half", "bf16|bfloat16", "fp64|float64" -> ScalarType; anything else is an error.
 c10::ScalarType parse_dtype(std::string_view name);
 
+/// Sets libtorch's intra-op thread count: `n` when positive, else every hardware thread. Debian's libtorch starts
+/// with a single OpenMP thread on this kind of machine, which leaves elementwise work on one core.
+void configure_threads(int n = 0);
+
 /// Short name used in reports and safetensors ("F32", ...): see io/safetensors.h for the file form.
 std::string dtype_name(c10::ScalarType t);
 

@@ -1,0 +1,108 @@
+#include "alps/io/text_files.h"
+
+#include <zlib.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+
+namespace alps::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// zlib reads gzip and plain files alike, so every format shares one reader.
+class GzReader {
+ public:
+  explicit GzReader(const fs::path& path) : path_(path), file_(gzopen(path.c_str(), "rb"), &gzclose) {
+    ALPS_CHECK(fs::is_regular_file(path), "file ", path.string(), " does not exist");
+    ALPS_CHECK(file_ != nullptr, "cannot open ", path.string());
+  }
+  /// Next line without its '\n'; false at the end of the file.
+  bool line(std::string& out) {
+    out.clear();
+    char buf[1 << 16];
+    while (gzgets(file_.get(), buf, sizeof buf) != nullptr) {
+      out += buf;
+      if (!out.empty() && out.back() == '\n') {
+        out.pop_back();
+        return true;
+      }
+    }
+    check();
+    return !out.empty();
+  }
+  std::string rest() {
+    std::string out;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(file_.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    check();
+    return out;
+  }
+
+ private:
+  void check() {
+    int err = Z_OK;
+    const char* msg = gzerror(file_.get(), &err);
+    ALPS_CHECK(err == Z_OK || err == Z_STREAM_END, path_.string(), ": read error (", msg != nullptr ? msg : "", ")");
+  }
+  fs::path path_;
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> file_;
+};
+
+std::string text_of(const nlohmann::json& record, const fs::path& path, int64_t number) {
+  ALPS_CHECK(record.is_object() && record.contains("text") && record["text"].is_string(), path.string(), ": record ",
+             number, " has no string field \"text\"");
+  return record["text"].get<std::string>();
+}
+
+}  // namespace
+
+std::string read_text_file(const fs::path& path) { return GzReader(path).rest(); }
+
+bool is_json_records_name(const fs::path& path) {
+  std::string name = path.filename().string();
+  if (ends_with(name, ".gz")) name.resize(name.size() - 3);
+  return ends_with(name, ".jsonl") || ends_with(name, ".json");
+}
+
+std::vector<std::string> read_text_records(const fs::path& path, int64_t limit) {
+  GzReader reader(path);
+  std::vector<std::string> out;
+  std::string line;
+  int64_t number = 0;
+  while ((limit < 0 || static_cast<int64_t>(out.size()) < limit) && reader.line(line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    if (number == 0 && line[first] == '[') {  // a JSON array of records rather than JSON lines
+      nlohmann::json array;
+      try {
+        array = nlohmann::json::parse(line + "\n" + reader.rest());
+      } catch (const nlohmann::json::exception& e) {
+        ALPS_FAIL(path.string(), ": invalid JSON (", e.what(), ")");
+      }
+      for (const auto& record : array) {
+        if (limit >= 0 && static_cast<int64_t>(out.size()) >= limit) break;
+        out.push_back(text_of(record, path, ++number));
+      }
+      break;
+    }
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      ALPS_FAIL(path.string(), ": record ", number + 1, " is not valid JSON (", e.what(), ")");
+    }
+    out.push_back(text_of(record, path, ++number));
+  }
+  return out;
+}
+
+}  // namespace alps::io
