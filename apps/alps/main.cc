@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print version, libtorch, CUDA, BLAS and thread count");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
-  app.add_option("--threads", threads, "libtorch intra-op threads (default: every hardware thread)");
+  app.add_option("--threads", threads, "libtorch intra-op threads (default: libtorch's own; BLAS keeps its threads)");
 
   alps::cli::Runner runner;
   alps::cli::add_solve_layer_command(app, runner);

@@ -25,19 +25,6 @@ struct SolveLayerArgs {
   int64_t refine_iterations = 10;
 };
 
-// "key=value": the value is read as JSON when it parses (numbers, true/false), else taken as a string.
-nlohmann::json parse_options(const std::vector<std::string>& items) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& item : items) {
-    const auto eq = item.find('=');
-    ALPS_CHECK(eq != std::string::npos && eq > 0, "--option expects key=value, got '", item, "'");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    nlohmann::json v = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
-    j[key] = v.is_discarded() ? nlohmann::json(value) : v;
-  }
-  return j;
-}
-
 // Forces queued device work to finish so that wall-clock timings mean something on CUDA too.
 double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_point start) {
   (void)t.sum().item<double>();
@@ -49,7 +36,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
   const prune::Pattern pattern =
       a.sparsity ? prune::Pattern::unstructured(*a.sparsity) : prune::Pattern::parse(a.pattern);
   const prune::Refine refine = prune::parse_refine(a.refine);
-  auto method = prune::make_method(a.method, parse_options(a.options));
+  auto method = prune::make_method(a.method, parse_option_assignments(a.options));
   const c10::Device device = resolve_device(a.common.device);
 
   prune::LayerProblem problem = prune::load_problem(a.problem);

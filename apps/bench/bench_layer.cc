@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
@@ -106,7 +105,6 @@ Run run_one(const alps::prune::LayerProblem& problem, const alps::prune::Pattern
 int main(int argc, char** argv) {
   try {
     const Args a = parse_args(argc, argv);
-    alps::configure_threads();  // as the alps CLI does: every hardware thread
     spdlog::set_level(spdlog::level::from_str(a.log_level));
     nlohmann::json doc = {{"threads", at::get_num_threads()},
                           {"tokens", a.tokens},

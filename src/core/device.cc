@@ -3,9 +3,6 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
-#include <algorithm>
-#include <thread>
-
 #include "alps/core/error.h"
 
 namespace alps {
@@ -30,7 +27,7 @@ c10::ScalarType parse_dtype(std::string_view name) {
 }
 
 void configure_threads(int n) {
-  at::set_num_threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (n > 0) at::set_num_threads(n);
 }
 
 std::string dtype_name(c10::ScalarType t) {

@@ -39,10 +39,11 @@ at::Tensor refit_pcg(const LayerProblem& p, const at::Tensor& W, const PcgOption
   at::Tensor d = H.diagonal().sqrt() + 1e-8;                                  // [in]
   at::Tensor Hn = (H / d.unsqueeze(1) / d.unsqueeze(0)).to(at::kFloat);       // [in, in], unit diagonal
   at::Tensor d32 = d.to(at::kFloat).unsqueeze(1);                             // [in, 1]
-  at::Tensor B0 = p.W0.to(at::kFloat).t() * d32;                              // [in, out]
+  // Contiguous [in, out] operands (see alps_admm.cc): transposed views would make every CG pass strided.
+  at::Tensor B0 = (p.W0.to(at::kFloat).t() * d32).contiguous();               // [in, out]
   at::Tensor Y = Hn.matmul(B0);
-  at::Tensor keep = W.ne(0).t().to(at::kFloat);                               // [in, out]
-  at::Tensor B = W.to(at::kFloat).t() * d32;
+  at::Tensor keep = W.ne(0).t().to(at::kFloat).contiguous();                  // [in, out]
+  at::Tensor B = (W.to(at::kFloat).t() * d32).contiguous();
   B = detail::pcg_masked(Hn, Y, keep, B, o.iterations, o.tolerance).B;
   return (B / d32).t().contiguous();
 }

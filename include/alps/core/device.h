@@ -14,9 +14,11 @@ c10::Device resolve_device(std::string_view name);
 /// "fp32|float32", "fp16|float16|half", "bf16|bfloat16", "fp64|float64" -> ScalarType; anything else is an error.
 c10::ScalarType parse_dtype(std::string_view name);
 
-/// Sets libtorch's intra-op thread count: `n` when positive, else every hardware thread. Debian's libtorch starts
-/// with a single OpenMP thread on this kind of machine, which leaves elementwise work on one core.
-void configure_threads(int n = 0);
+/// Sets libtorch's intra-op (OpenMP) thread count when `n` is positive; otherwise leaves libtorch's default.
+/// Matrix products run on the BLAS library's own threads, and on a small CPU a second pool of spinning OpenMP
+/// threads competes with them: on the 2-core development machine ALPS on a 768x768 layer took 1.34 s with 2
+/// OpenMP threads and 0.76 s with Debian libtorch's default of 1 (docs/benchmarks.md).
+void configure_threads(int n);
 
 /// Short name used in reports and safetensors ("F32", ...): see io/safetensors.h for the file form.
 std::string dtype_name(c10::ScalarType t);

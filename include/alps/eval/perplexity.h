@@ -19,7 +19,7 @@ struct PerplexityOptions {
   /// Windows per forward pass.
   int64_t batch_size = 1;
   /// The head runs on slices of positions holding at most this many logits (memory bound; the result is the same).
-  int64_t max_logits = int64_t{6} << 20;
+  int64_t max_logits = int64_t{64} << 20;
 };
 
 struct PerplexityResult {

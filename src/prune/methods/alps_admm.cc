@@ -113,7 +113,9 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(1);  // L: [in, 1]
   at::Tensor d = d64.to(at::kFloat).unsqueeze(1);                            // [in, 1]
 
-  at::Tensor B0 = problem.W0.to(at::kFloat).t() * d;                         // [in, out], B0 = D W0^T
+  // Contiguous [in, out]: W0^T * d would inherit W0's transposed strides, and so would every buffer cloned from it,
+  // making each elementwise pass strided and each mm_out into B a product into a temporary plus a copy.
+  at::Tensor B0 = (problem.W0.to(at::kFloat).t() * d).contiguous();          // [in, out], B0 = D W0^T
   at::Tensor Y = Hn.matmul(B0);                                              // [in, out]
   const int64_t in = problem.cols(), out = problem.rows();
   const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
@@ -186,7 +188,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   const double admm_seconds = seconds_since(t0) - eigh_seconds;
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
-  at::Tensor keep = project_keep(B, absZ, pattern).to(at::kFloat);
+  at::Tensor keep = project_keep(B, absZ, pattern).to(at::kFloat).contiguous();
   auto refit = detail::pcg_masked(Hn, Y, keep, B * keep, o.pcg_iterations, o.pcg_tolerance);
   sol.refit_iterations = refit.iterations;
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
