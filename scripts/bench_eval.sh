@@ -5,10 +5,10 @@
 # and p v, each 2 * hidden FLOPs per (query, key) pair, a query seeing on average seqlen / 2 keys): the useful work,
 # not counting the masked half of the score matrix nor the elementwise ops (norms, softmax, log-softmax).
 #
-# Usage (repository root): scripts/bench_eval.sh [BUILD_DIR=build-model] [CKPT=/tmp/alps-opt125m-random] [WINDOWS=4]
+# Usage (repository root): scripts/bench_eval.sh [BUILD_DIR=build] [CKPT=/tmp/alps-opt125m-random] [WINDOWS=4]
 #   needs targets alps and alps_sgemm_bench built in BUILD_DIR; the checkpoint is generated when absent.
 set -euo pipefail
-BUILD=${1:-build-model}
+BUILD=${1:-build}
 CKPT=${2:-/tmp/alps-opt125m-random}
 WINDOWS=${3:-4}
 SEQLEN=2048
