@@ -150,6 +150,23 @@ TEST(Dsnot, SkipsMlpLayersAndMovesTheExpectedOutputTowardZero) {
   EXPECT_FALSE(make_method("dsnot", {{"skip_layer", "none"}})->solve(p, pattern).W.equal(wanda));
 }
 
+TEST(Dsnot, EverySwapShrinksTheRowsExpectedOutputErrorAndTheLayerErrorDoesNotGrow) {
+  // Per row, |e_i| after DSnoT <= |e_i| of the Wanda mask it starts from: a swap that moves e away from 0 would
+  // trade a row's most important weights for nothing (the bug this guards against doubled the layer error).
+  for (uint64_t seed : {1, 2}) {
+    LayerProblem p = make_synthetic_problem(test::small_options(seed));
+    p.name = "model.layers.0.self_attn.q_proj";
+    for (const Pattern& pattern : {Pattern::unstructured(0.5), Pattern::unstructured(0.7), Pattern::n_m(2, 4)}) {
+      SCOPED_TRACE(pattern.str() + " seed " + std::to_string(seed));
+      const at::Tensor wanda = make_method("wanda", {})->solve(p, pattern).W;
+      const at::Tensor dsnot = make_method("dsnot", {{"update_threshold", 0.0}})->solve(p, pattern).W;
+      auto e = [&](const at::Tensor& W) { return (p.W0 - W).matmul(p.mean).abs(); };  // [out]
+      EXPECT_TRUE((e(dsnot) <= e(wanda) + 1e-5).all().item<bool>());
+      EXPECT_LE(relative_error(p, dsnot), relative_error(p, wanda));
+    }
+  }
+}
+
 TEST(Methods, RunOnTheDeviceOfTheInputs_CUDA) {
   LayerProblem cpu = make_synthetic_problem(test::small_options(8, 32, 64, 400));
   cpu.name = "self_attn.q_proj";
