@@ -187,7 +187,10 @@ void validate_plans(const model::CausalLM& m, const Recipe& r) {
 
 }  // namespace
 
-void validate_job(const PruneJob& job) {
+namespace {
+
+// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model.
+void validate_with(const PruneJob& job, const model::CausalLM& m) {
   const Recipe& r = job.recipe;
   ALPS_CHECK(r.nsamples > 0, "nsamples must be positive, got ", r.nsamples);
   ALPS_CHECK(r.seqlen > 1, "seqlen must be at least 2, got ", r.seqlen);
@@ -199,7 +202,6 @@ void validate_job(const PruneJob& job) {
              " needs a CUDA device; use fp32 on the CPU");
   parse_dtype(r.stats_dtype);
   check_output_dir(job);
-  const auto m = model::CausalLM::load(job.model_dir);
   ALPS_CHECK(r.seqlen <= m.config().max_positions, "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
   validate_plans(m, r);
@@ -210,14 +212,17 @@ void validate_job(const PruneJob& job) {
              m.config().max_positions, " positions");
 }
 
+}  // namespace
+
+void validate_job(const PruneJob& job) { validate_with(job, model::CausalLM::load(job.model_dir)); }
+
 report::RunReport run_prune(const PruneJob& job) {
-  validate_job(job);
+  auto m = model::CausalLM::load(job.model_dir);
+  validate_with(job, m);
   const Recipe& r = job.recipe;
   const auto device = resolve_device(r.device);
   const auto dtype = parse_dtype(r.dtype);
   const auto stats_dtype = parse_dtype(r.stats_dtype);
-
-  auto m = model::CausalLM::load(job.model_dir);
   m.set_compute(device, dtype);
   const int64_t n_blocks = m.num_blocks();
 
