@@ -67,6 +67,15 @@ std::string text_of(const nlohmann::json& record, const fs::path& path, int64_t 
 
 std::string read_text_file(const fs::path& path) { return GzReader(path).rest(); }
 
+nlohmann::json read_json_file(const fs::path& path, bool allow_comments) {
+  const std::string text = read_text_file(path);
+  try {
+    return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, allow_comments);
+  } catch (const nlohmann::json::parse_error& e) {
+    ALPS_FAIL(path.string(), ": not valid JSON (", e.what(), ")");
+  }
+}
+
 bool is_json_records_name(const fs::path& path) {
   std::string name = path.filename().string();
   if (ends_with(name, ".gz")) name.resize(name.size() - 3);

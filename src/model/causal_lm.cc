@@ -12,6 +12,7 @@
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
+#include "alps/io/text_files.h"
 #include "architecture.h"
 
 namespace alps::model {
@@ -90,10 +91,8 @@ CausalLM CausalLM::load(const fs::path& dir) {
   std::vector<std::string> file_names;
   std::map<std::string, std::string> indexed;
   if (fs::exists(dir / kIndexFile)) {
-    std::ifstream in(dir / kIndexFile);
-    nlohmann::json index;
+    const nlohmann::json index = io::read_json_file(dir / kIndexFile);
     try {
-      index = nlohmann::json::parse(in);
       for (const auto& [name, file] : index.at("weight_map").items()) {
         indexed[name] = file.get<std::string>();
         if (std::find(file_names.begin(), file_names.end(), indexed[name]) == file_names.end())

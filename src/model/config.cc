@@ -1,9 +1,9 @@
 #include "alps/model/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
+#include "alps/io/text_files.h"
 
 namespace alps::model {
 
@@ -116,14 +116,7 @@ void parse_opt(const json& j, const std::filesystem::path& path, ModelConfig& c)
 }  // namespace
 
 ModelConfig load_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  ALPS_CHECK(in.good(), "cannot open model config ", path.string());
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    ALPS_FAIL(path.string(), ": invalid JSON: ", e.what());
-  }
+  const json j = io::read_json_file(path);
   ALPS_CHECK(j.is_object(), path.string(), ": expected a JSON object");
   ModelConfig c;
   try {

@@ -2,10 +2,10 @@
 
 #include <fnmatch.h>
 
-#include <fstream>
 #include <set>
 
 #include "alps/core/error.h"
+#include "alps/io/text_files.h"
 
 namespace alps::pipeline {
 
@@ -109,15 +109,7 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
 }
 
 Recipe load_recipe(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  ALPS_CHECK(in.good(), "cannot open recipe ", path.string());
-  json j;
-  try {
-    j = json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::exception& e) {
-    ALPS_FAIL("recipe ", path.string(), " is not valid JSON (", e.what(), ")");
-  }
-  return recipe_from_json(j, "recipe " + path.string());
+  return recipe_from_json(io::read_json_file(path, /*allow_comments=*/true), "recipe " + path.string());
 }
 
 json recipe_to_json(const Recipe& r) {

@@ -14,6 +14,7 @@
 #include "alps/eval/evaluate.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
+#include "alps/io/text_files.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/calibration.h"
 #include "alps/pipeline/layer_stats.h"
@@ -61,16 +62,6 @@ void write_text_staged(const fs::path& path, const std::string& text) {
     ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
   }
   staged.commit();
-}
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  ALPS_CHECK(in.good(), "cannot open ", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    ALPS_FAIL(path.string(), " is not valid JSON (", e.what(), ")");
-  }
 }
 
 bool has_state(const PruneJob& job) { return fs::is_regular_file(state_dir(job) / "state.json"); }
@@ -151,7 +142,7 @@ void check_output_dir(const PruneJob& job) {
   if (job.resume) {
     ALPS_CHECK(has_state(job), "--resume: ", job.out_dir.string(), " holds no interrupted run (no ",
                (state_dir(job) / "state.json").string(), ")");
-    const json saved = read_json(state_dir(job) / "state.json");
+    const json saved = io::read_json_file(state_dir(job) / "state.json");
     const json key = resume_key(job);
     ALPS_CHECK(saved.value("key", json()) == key, "--resume: the run saved in ", job.out_dir.string(),
                " used a different model or recipe; saved: ", saved.value("key", json()).dump(), " now: ", key.dump());
@@ -244,7 +235,7 @@ report::RunReport run_prune(const PruneJob& job) {
   auto phase = [&](const char* name, double seconds) { rep.phase_seconds[name] += seconds; };
 
   if (job.resume) {
-    const json state = read_json(state_dir(job) / "state.json");
+    const json state = io::read_json_file(state_dir(job) / "state.json");
     start_block = state.at("next_block");
     for (const auto& l : state.at("layers")) rep.layers.push_back(report::layer_from_json(l));
     for (const auto& [k, v] : state.at("phase_seconds").items()) rep.phase_seconds[k] = v;

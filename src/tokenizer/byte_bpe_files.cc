@@ -5,6 +5,7 @@
 #include "alps/core/error.h"
 #include "alps/tokenizer/byte_bpe.h"
 #include "tokenizer/byte_map.h"
+#include "alps/io/text_files.h"
 #include "tokenizer/json_file.h"
 
 namespace alps::tokenizer {
@@ -184,7 +185,7 @@ ByteBpeSpec read_byte_bpe_files(const std::filesystem::path& vocab_json, const s
                                 const SpecialTokenConfig& config) {
   ByteBpeSpec spec;
   spec.source = vocab_json.string() + " + " + merges_txt.string();
-  spec.vocab = parse_vocab(read_json(vocab_json), vocab_json.string());
+  spec.vocab = parse_vocab(io::read_json_file(vocab_json), vocab_json.string());
 
   std::ifstream in(merges_txt, std::ios::binary);
   ALPS_CHECK(in.good(), "cannot open ", merges_txt.string());
@@ -219,7 +220,7 @@ ByteBpeSpec read_byte_bpe_files(const std::filesystem::path& vocab_json, const s
 ByteBpeSpec read_byte_bpe_tokenizer_json(const std::filesystem::path& tokenizer_json,
                                          const SpecialTokenConfig& config) {
   const std::string where = tokenizer_json.string();
-  const nlohmann::json j = read_json(tokenizer_json);
+  const nlohmann::json j = io::read_json_file(tokenizer_json);
   ByteBpeSpec spec;
   spec.source = where;
   try {
@@ -279,7 +280,7 @@ ByteBpeSpec read_byte_bpe_tokenizer_json(const std::filesystem::path& tokenizer_
 }
 
 bool is_byte_level_tokenizer_json(const std::filesystem::path& tokenizer_json) {
-  const nlohmann::json j = read_json(tokenizer_json);
+  const nlohmann::json j = io::read_json_file(tokenizer_json);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return false;
   const auto& model = j["model"];
   if (model.value("type", "") != "BPE" || model.value("byte_fallback", false)) return false;
