@@ -180,7 +180,8 @@ void validate_plans(const model::CausalLM& m, const Recipe& r) {
 
 namespace {
 
-// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model.
+// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model. The caller
+// also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
 void validate_with(const PruneJob& job, const model::CausalLM& m) {
   const Recipe& r = job.recipe;
   ALPS_CHECK(r.nsamples > 0, "nsamples must be positive, got ", r.nsamples);
@@ -196,7 +197,6 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   ALPS_CHECK(r.seqlen <= m.config().max_positions, "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
   validate_plans(m, r);
-  tokenizer::load_tokenizer(job.model_dir);
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
   for (const auto& spec : r.eval) eval::resolve_dataset(spec, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",
@@ -205,11 +205,15 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
 
 }  // namespace
 
-void validate_job(const PruneJob& job) { validate_with(job, model::CausalLM::load(job.model_dir)); }
+void validate_job(const PruneJob& job) {
+  validate_with(job, model::CausalLM::load(job.model_dir));
+  tokenizer::load_tokenizer(job.model_dir);
+}
 
 report::RunReport run_prune(const PruneJob& job) {
   auto m = model::CausalLM::load(job.model_dir);
   validate_with(job, m);
+  const auto tok = tokenizer::load_tokenizer(job.model_dir);
   const Recipe& r = job.recipe;
   const auto device = resolve_device(r.device);
   const auto dtype = parse_dtype(r.dtype);
@@ -249,7 +253,6 @@ report::RunReport run_prune(const PruneJob& job) {
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     const auto source = resolve_calibration_source(r.calib, job.data_dir);
-    const auto tok = tokenizer::load_tokenizer(job.model_dir);
     CalibrationOptions copt{r.calib, r.nsamples, r.seqlen, r.seed};
     const at::Tensor ids = sample_windows(read_documents(source), *tok, copt);
     rep.extra["calibration"] = {{"file", source.string()}, {"windows", r.nsamples}, {"seqlen", r.seqlen}, {"seed", r.seed}};
@@ -393,7 +396,7 @@ report::RunReport run_prune(const PruneJob& job) {
     popt.seqlen = std::min<int64_t>(r.eval_seqlen > 0 ? r.eval_seqlen : 2048, m.config().max_positions);
     popt.batch_size = 1;
     m.load_all();
-    for (const auto& res : eval::evaluate(m, *tokenizer::load_tokenizer(job.model_dir), datasets, popt))
+    for (const auto& res : eval::evaluate(m, *tok, datasets, popt))
       rep.eval.push_back(eval::to_json(res));
     phase("eval", seconds_since(t0));
   }
