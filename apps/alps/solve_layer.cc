@@ -2,16 +2,15 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <optional>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
-#include "alps/core/log.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/solve.h"
 #include "commands.h"
 
 namespace alps::cli {
@@ -24,12 +23,6 @@ struct SolveLayerArgs {
   std::vector<std::string> options;
   int64_t refine_iterations = 10;
 };
-
-// Forces queued device work to finish so that wall-clock timings mean something on CUDA too.
-double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_point start) {
-  (void)t.sum().item<double>();
-  return seconds_since(start);
-}
 
 int run_solve_layer(const SolveLayerArgs& a) {
   ALPS_CHECK(a.sparsity.has_value() != !a.pattern.empty(), "give exactly one of --sparsity S or --pattern N:M");
@@ -45,10 +38,13 @@ int run_solve_layer(const SolveLayerArgs& a) {
   problem.G = problem.G.to(device);
   if (problem.mean.defined()) problem.mean = problem.mean.to(device);
 
-  auto start = std::chrono::steady_clock::now();
-  prune::Solution sol = method->solve(problem, pattern);
-  const double seconds = finish_and_time(sol.W, start);
-  const double err = prune::relative_error(problem, sol.W);
+  prune::PcgOptions pcg;
+  pcg.iterations = a.refine_iterations;
+  const prune::LayerResult res = prune::solve_layer(*method, problem, pattern, refine, pcg);
+  const prune::Solution& sol = res.solution;
+  const at::Tensor& W = res.W;
+  const double seconds = res.seconds;
+  const double err = res.rel_error;
 
   nlohmann::json doc = {{"problem", a.problem},
                         {"rows", problem.rows()},
@@ -64,18 +60,13 @@ int run_solve_layer(const SolveLayerArgs& a) {
   } else if (a.method == "dsnot") {
     doc["iterations"] = sol.iterations;
   }
-  at::Tensor W = sol.W;
   doc["refine"] = std::string(prune::refine_name(refine));
   if (refine != prune::Refine::kNone) {
-    prune::PcgOptions pcg;
-    pcg.iterations = a.refine_iterations;
-    start = std::chrono::steady_clock::now();
-    W = prune::refit(problem, sol.W, refine, pcg);
-    doc["refine_seconds"] = finish_and_time(W, start);
+    doc["refine_seconds"] = res.refine_seconds;
     doc["rel_error_before_refine"] = err;
   }
-  doc["rel_error"] = prune::relative_error(problem, W);
-  doc["sparsity"] = W.eq(0).sum().item<double>() / static_cast<double>(W.numel());
+  doc["rel_error"] = res.rel_error_refined.value_or(err);
+  doc["sparsity"] = res.sparsity;
   doc["target_sparsity"] = pattern.sparsity();
   if (!a.out.empty()) {
     prune::LayerProblem solved = problem;

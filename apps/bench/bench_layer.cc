@@ -24,6 +24,7 @@
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/solve.h"
 #include "alps/prune/synthetic.h"
 
 namespace {
@@ -34,10 +35,6 @@ std::vector<std::string> split(const std::string& text) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) items.push_back(item);
   return items;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 struct Args {
@@ -72,32 +69,15 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-struct Run {
-  double rel_error = 0, seconds = 0, refine_seconds = 0;
-  alps::prune::Solution solution;
-};
-
 // "method" or "method+refine": the solve is timed separately from the refit.
-Run run_one(const alps::prune::LayerProblem& problem, const alps::prune::Pattern& pattern, const std::string& label,
-            const nlohmann::json& alps_options) {
+alps::prune::LayerResult run_one(const alps::prune::LayerProblem& problem, const alps::prune::Pattern& pattern,
+                                 const std::string& label, const nlohmann::json& alps_options) {
   using namespace alps::prune;
   const auto plus = label.find('+');
   const std::string name = label.substr(0, plus);
   const Refine refine = plus == std::string::npos ? Refine::kNone : parse_refine(label.substr(plus + 1));
   auto method = make_method(name, name == "alps" ? alps_options : nlohmann::json::object());
-  Run r;
-  auto t0 = std::chrono::steady_clock::now();
-  r.solution = method->solve(problem, pattern);
-  r.seconds = seconds_since(t0);
-  at::Tensor W = r.solution.W;
-  if (refine != Refine::kNone) {
-    t0 = std::chrono::steady_clock::now();
-    W = refit(problem, W, refine);
-    r.refine_seconds = seconds_since(t0);
-  }
-  ALPS_CHECK(satisfies(W, pattern), "alps_bench_layer: ", label, " broke pattern ", pattern.str());
-  r.rel_error = relative_error(problem, W);
-  return r;
+  return solve_layer(*method, problem, pattern, refine);
 }
 
 }  // namespace
@@ -128,19 +108,20 @@ int main(int argc, char** argv) {
       for (const auto& text : a.patterns) {
         const alps::prune::Pattern pattern = alps::prune::Pattern::parse(text);
         for (const auto& label : a.methods) {
-          Run best;
+          alps::prune::LayerResult best;
           for (int rep = 0; rep < a.repeat; ++rep) {
-            Run r = run_one(problem, pattern, label, a.alps_options);
+            alps::prune::LayerResult r = run_one(problem, pattern, label, a.alps_options);
             if (rep == 0 || r.seconds + r.refine_seconds < best.seconds + best.refine_seconds) best = r;
           }
           const bool alps = label == "alps";
+          const double rel_error = best.rel_error_refined.value_or(best.rel_error);  // of the final weights
           std::printf("| %s | %s | %s | %.4e | %.3f | %.3f | %s |\n", shape.c_str(), pattern.str().c_str(),
-                      label.c_str(), best.rel_error, best.seconds, best.refine_seconds,
+                      label.c_str(), rel_error, best.seconds, best.refine_seconds,
                       alps ? std::to_string(best.solution.iterations).c_str() : "");
           std::fflush(stdout);
           nlohmann::json run = {{"shape", shape},          {"rows", o.out},
                                 {"cols", o.in},            {"pattern", pattern.str()},
-                                {"method", label},         {"rel_error", best.rel_error},
+                                {"method", label},         {"rel_error", rel_error},
                                 {"seconds", best.seconds}, {"refine_seconds", best.refine_seconds}};
           if (alps) {
             run["iterations"] = best.solution.iterations;

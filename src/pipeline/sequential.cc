@@ -22,6 +22,7 @@
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/solve.h"
 #include "alps/report/report.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -316,26 +317,20 @@ report::RunReport run_prune(const PruneJob& job) {
       const auto pattern = prune::Pattern::parse(lj.plan.pattern);
       const auto refine = prune::parse_refine(lj.plan.refine);
       try {
-        auto ts = std::chrono::steady_clock::now();
-        prune::Solution sol = methods.get(lj.plan.method, lj.plan.options).solve(problem, pattern);
-        lr.seconds = seconds_since(ts);
-        lr.rel_error = prune::relative_error(problem, sol.W);
-        at::Tensor W = sol.W;
-        if (refine != prune::Refine::kNone) {
-          ts = std::chrono::steady_clock::now();
-          prune::PcgOptions pcg;
-          pcg.iterations = r.pcg_iterations;
-          W = prune::refit(problem, sol.W, refine, pcg);
-          lr.refine_seconds = seconds_since(ts);
-          lr.rel_error_refined = prune::relative_error(problem, W);
-        }
-        ALPS_CHECK(prune::satisfies(W, pattern), "solver output violates the pattern ", pattern.str());
-        lr.sparsity = W.eq(0).sum().item<double>() / static_cast<double>(W.numel());
+        prune::PcgOptions pcg;
+        pcg.iterations = r.pcg_iterations;
+        const prune::LayerResult res =
+            prune::solve_layer(methods.get(lj.plan.method, lj.plan.options), problem, pattern, refine, pcg);
+        lr.seconds = res.seconds;
+        lr.rel_error = res.rel_error;
+        lr.refine_seconds = res.refine_seconds;
+        lr.rel_error_refined = res.rel_error_refined;
+        lr.sparsity = res.sparsity;
         if (lj.plan.method == "alps") {
-          lr.iterations = sol.iterations;
-          lr.rho = sol.rho;
+          lr.iterations = res.solution.iterations;
+          lr.rho = res.solution.rho;
         }
-        m.set_tensor(lj.weight, W);
+        m.set_tensor(lj.weight, res.W);
       } catch (const Error& e) {
         ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
       }

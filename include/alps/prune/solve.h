@@ -1,0 +1,27 @@
+#pragma once
+// One layer, one method, optional refit: the timed solve that `alps solve-layer`, `alps prune` and the layer
+// benchmark all report in the same terms.
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "alps/prune/method.h"
+#include "alps/prune/refit.h"
+
+namespace alps::prune {
+
+struct LayerResult {
+  Solution solution;                        ///< the method's own output
+  at::Tensor W;                             ///< after the refit (solution.W when none)
+  double seconds = 0;                       ///< method solve, device work finished
+  double refine_seconds = 0;
+  double rel_error = 0;                     ///< of solution.W (SPEC §1)
+  std::optional<double> rel_error_refined;  ///< of W, when a refit ran
+  double sparsity = 0;                      ///< achieved fraction of zeros in W
+};
+
+/// Solves, refits (keeping the support), checks W against `pattern` (alps::Error if violated) and measures.
+LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
+                        const PcgOptions& pcg = {});
+
+}  // namespace alps::prune

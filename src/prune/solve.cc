@@ -1,0 +1,41 @@
+#include "alps/prune/solve.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+
+#include "alps/core/error.h"
+#include "alps/core/log.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/problem.h"
+
+namespace alps::prune {
+
+namespace {
+// Waits for queued device work so that wall-clock timings mean something on CUDA too.
+double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_point start) {
+  (void)t.sum().item<double>();
+  return seconds_since(start);
+}
+}  // namespace
+
+LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
+                        const PcgOptions& pcg) {
+  LayerResult r;
+  auto start = std::chrono::steady_clock::now();
+  r.solution = method.solve(problem, pattern);
+  r.seconds = finish_and_time(r.solution.W, start);
+  r.rel_error = relative_error(problem, r.solution.W);
+  r.W = r.solution.W;
+  if (refine != Refine::kNone) {
+    start = std::chrono::steady_clock::now();
+    r.W = refit(problem, r.solution.W, refine, pcg);
+    r.refine_seconds = finish_and_time(r.W, start);
+    r.rel_error_refined = relative_error(problem, r.W);
+  }
+  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
+  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+  return r;
+}
+
+}  // namespace alps::prune
