@@ -12,44 +12,11 @@
 namespace alps::prune::detail {
 
 namespace {
-// Order-preserving map of a float to an unsigned key: a < b (as floats) iff key(a) < key(b).
-inline uint32_t float_key(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// CPU N:M selection straight on the (possibly transposed) fp32 score: ALPS projects [in, out] iterates through a
-// transposed view every iteration, where topk on a reshaped copy cost as much as an ADMM product. The mask has the
-// score's strides. Ties keep the earlier column, as a stable sort would. O(M^2) per group.
+// N:M on the CPU straight on the fp32 score, which ALPS passes as a transposed view of its [in, out] iterates.
 at::Tensor keep_mask_groups_cpu(const at::Tensor& score, int64_t n, int64_t m) {
-  const int64_t out = score.size(0), in = score.size(1), s0 = score.stride(0), s1 = score.stride(1);
   at::Tensor keep = at::empty_like(score, score.options().dtype(at::kBool));
-  const int64_t k0 = keep.stride(0), k1 = keep.stride(1);
-  const float* z = score.data_ptr<float>();
-  bool* k = keep.data_ptr<bool>();
-  // Rank by counting (M is small: 4 or 8): entry r is kept when fewer than n entries of its group beat it.
-  auto one_group = [&](int64_t i, int64_t g) {
-    const float* zg = z + i * s0 + g * m * s1;
-    bool* kg = k + i * k0 + g * m * k1;
-    for (int64_t r = 0; r < m; ++r) {
-      const float zr = zg[r * s1];
-      int64_t beaten_by = 0;
-      for (int64_t q = 0; q < m; ++q) {
-        const float zq = zg[q * s1];
-        beaten_by += zq > zr || (zq == zr && q < r);
-      }
-      kg[r * k1] = beaten_by < n;
-    }
-  };
-  // Innermost loop over the index with the smaller stride, so that every stream is read sequentially.
-  if (s0 <= s1) {
-    for (int64_t g = 0; g < in / m; ++g)
-      for (int64_t i = 0; i < out; ++i) one_group(i, g);
-  } else {
-    for (int64_t i = 0; i < out; ++i)
-      for (int64_t g = 0; g < in / m; ++g) one_group(i, g);
-  }
+  keep_top_n_of_m<false>(score.data_ptr<float>(), score.stride(0), score.stride(1), keep.data_ptr<bool>(),
+                         keep.stride(0), keep.stride(1), score.size(0), score.size(1), n, m);
   return keep;
 }
 
@@ -96,33 +63,21 @@ at::Tensor keep_largest_banded(const at::Tensor& flat, int64_t zeros) {
   return keep;
 }
 
-// CPU exact selection by a two-level radix select on the order-preserving 32-bit keys: a histogram of the high
-// 16 bits finds the bucket holding the cut, a second one of the low 16 bits inside it gives the exact threshold
-// key t. Three linear passes instead of a sort or topk (the ALPS projection runs once per ADMM iteration). Keys
-// below t are pruned, and of the keys equal to t the first ones in memory order, so exactly `zeros` go.
+// CPU exact selection by radix select on the order-preserving keys (find_cut): three linear passes instead of a
+// sort or topk. Keys below the cut are pruned, and of the keys equal to it the first ones in memory order, so
+// exactly `zeros` go.
 at::Tensor keep_largest_cpu(const at::Tensor& score, int64_t zeros) {
   at::Tensor flat = score.contiguous();
   const int64_t numel = flat.numel();
   const float* z = flat.data_ptr<float>();
   std::vector<int64_t> hist(65536, 0);
   for (int64_t i = 0; i < numel; ++i) ++hist[float_key(z[i]) >> 16];
-  int64_t below = 0;
-  uint32_t high = 0;
-  while (below + hist[high] <= zeros && high < 65535) below += hist[high++];
-  std::fill(hist.begin(), hist.end(), 0);
-  for (int64_t i = 0; i < numel; ++i) {
-    const uint32_t key = float_key(z[i]);
-    if ((key >> 16) == high) ++hist[key & 0xffffu];
-  }
-  uint32_t low = 0;
-  while (below + hist[low] <= zeros && low < 65535) below += hist[low++];
-  const uint32_t t = (high << 16) | low;
-  int64_t ties = zeros - below;  // entries equal to t that are pruned too
+  KeyCut cut = find_cut(hist, numel, zeros, [z](int64_t i) { return float_key(z[i]); });
   at::Tensor keep = at::empty(score.sizes(), score.options().dtype(at::kBool));
   bool* k = keep.data_ptr<bool>();
   for (int64_t i = 0; i < numel; ++i) {
     const uint32_t key = float_key(z[i]);
-    k[i] = key > t || (key == t && ties-- <= 0);
+    k[i] = key > cut.key || (key == cut.key && cut.ties-- <= 0);
   }
   return keep;
 }

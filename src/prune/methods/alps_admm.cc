@@ -6,7 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "../mask.h"
+#include "../admm_iterates.h"
+#include "../linalg.h"
 #include "../options.h"
 #include "../pcg.h"
 #include "alps/core/error.h"
@@ -37,6 +38,7 @@ AlpsOptions alps_options_from_json(const nlohmann::json& j) {
   r.read("pcg_tolerance", o.pcg_tolerance);
   r.read("eigh_double", o.eigh_double);
   r.read("b_update", o.b_update);
+  r.read("fused", o.fused);
   r.finish();
   return o;
 }
@@ -79,17 +81,6 @@ Alps::Alps(AlpsOptions options) : options_(options) {
              "alps: b_update must be auto, eigenbasis or explicit, got '", o.b_update, "'");
 }
 
-namespace {
-// Projection P onto the pattern in the scaled variable: Z is [in, out], decisions on |Z| = |W_ij| d_j across the
-// whole layer (unstructured) or per group of M inputs of each output row (N:M). Returns the kept mask [in, out].
-// `absZ` is a scratch buffer of Z's shape.
-at::Tensor project_keep(const at::Tensor& Z, at::Tensor& absZ, const Pattern& pattern) {
-  at::abs_out(absZ, Z);
-  if (pattern.is_n_m()) return detail::keep_mask_layer(absZ.t(), pattern).t();
-  return detail::keep_largest(absZ, pattern.zeros_total(Z.size(1), Z.size(0)));
-}
-}  // namespace
-
 Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const {
   check_problem(problem, "alps");
   pattern.check_shape(problem.rows(), problem.cols());
@@ -107,10 +98,10 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   at::Tensor Hn = Hn64.to(at::kFloat);
   // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
   const auto t0 = std::chrono::steady_clock::now();
-  auto [L_, Q_] = at::linalg_eigh(o.eigh_double ? Hn64 : Hn);
+  auto [L_, Q_] = detail::symmetric_eigh(o.eigh_double ? Hn64 : Hn);
   sol.factorizations = 1;
   const double eigh_seconds = seconds_since(t0);
-  at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(1);  // L: [in, 1]
+  at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(0);  // L: [1, in]
   at::Tensor d = d64.to(at::kFloat).unsqueeze(1);                            // [in, 1]
 
   // Contiguous [in, out]: W0^T * d would inherit W0's transposed strides, and so would every buffer cloned from it,
@@ -119,18 +110,15 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   at::Tensor Y = Hn.matmul(B0);                                              // [in, out]
   const int64_t in = problem.cols(), out = problem.rows();
   const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
-  at::Tensor absZ = at::empty_like(B0);
-  at::Tensor keep0 = project_keep(B0, absZ, pattern);
-  at::Tensor D0 = B0 * keep0;
-  // Every iterate lives in a buffer allocated once: a fresh [in, out] tensor per operation costs page faults
-  // and an extra pass each.
-  at::Tensor D = D0.clone(), V = at::zeros_like(B0), B = B0.clone(), R = at::empty_like(B0), Z = at::empty_like(B0);
-  at::Tensor keep_prev = keep0;
+  auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
+  at::Tensor B = B0.clone();
   // B-update cost per rho (rho only changes at a support check, every check_every iterations): applying
-  // Q diag Q^T costs two [in,in]x[in,out] products per iteration; forming Minv = (Hn + rho I)^-1 once per rho
-  // costs one [in,in]x[in,in] product and then one [in,in]x[in,out] per iteration. Pick the cheaper.
+  // Q diag Q^T costs two [in,in]x[in,out] products per iteration (4 in^2 out flops); forming
+  // Minv = (Hn + rho I)^-1 = (Q diag^1/2)(Q diag^1/2)^T once per rho costs in^3 flops as a syrk (2 in^3 as a
+  // product) and then one [in,in]x[in,out] product per iteration. Pick the cheaper over a check period.
+  const bool syrk = detail::gram_is_syrk(Hn.device());
   bool explicit_inverse = o.b_update == "explicit";
-  if (o.b_update == "auto") explicit_inverse = in < o.check_every * out;
+  if (o.b_update == "auto") explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
   at::Tensor Minv, Qs, T;
   if (explicit_inverse) {
     Minv = at::empty({in, in}, Q.options());
@@ -139,6 +127,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     T = at::empty_like(B0);
   }
   double rho_of_Minv = 0;
+  const double L_min = L.min().item<double>();
 
   RhoSchedule schedule(o);
   double rho = schedule.rho();
@@ -147,29 +136,29 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   for (; it < o.max_iterations; ++it) {
     auto ta = std::chrono::steady_clock::now();
     // B-update (paper eq. 4): B = Q diag(1/(L + rho)) Q^T (Y - V + rho D); a new rho only changes the divisor.
-    at::sub_out(R, Y, V).add_(D, rho);
+    const at::Tensor& R = iterates->rhs(rho);
     if (explicit_inverse) {
       if (rho != rho_of_Minv) {
-        at::mul_out(Qs, Q, (L + rho).reciprocal_().t());
-        at::mm_out(Minv, Qs, Qt);
+        if (L_min + rho > 0) {
+          at::mul_out(Qs, Q, (L + rho).rsqrt_());
+          detail::gram_into(Minv, Qs);
+        } else {  // an indefinite Hn + rho I (rounding with damp = 0) has no real square root
+          at::mul_out(Qs, Q, (L + rho).reciprocal_());
+          at::mm_out(Minv, Qs, Qt);
+        }
         rho_of_Minv = rho;
       }
       at::mm_out(B, Minv, R);
     } else {
-      at::mm_out(T, Qt, R).div_(L + rho);
+      at::mm_out(T, Qt, R).div_((L + rho).t());
       at::mm_out(B, Q, T);
     }
     auto tb = std::chrono::steady_clock::now();
     t_update += std::chrono::duration<double>(tb - ta).count();
-    // D = P(B + V / rho), V = V + rho (B - D).
-    at::add_out(Z, B, V, 1.0 / rho);
-    at::Tensor keep = project_keep(Z, absZ, pattern);
-    at::mul_out(D, Z, keep);
-    V.add_(B, rho).sub_(D, rho);
+    iterates->project_and_update_dual(B, rho);  // D = P(B + V / rho), V = V + rho (B - D)
     t_project += seconds_since(tb);
     if ((it + 1) % o.check_every != 0) continue;
-    const int64_t changed = keep.ne(keep_prev).sum().item<int64_t>();
-    keep_prev = keep;
+    const int64_t changed = iterates->support_changes();
     const auto action = schedule.check(it, changed, kept);
     spdlog::trace("alps: iteration {} support change {} / {} rho {} -> {}", it + 1, changed, kept, rho,
                   schedule.rho());
@@ -178,18 +167,15 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
       ++it;
       break;
     }
-    if (action == RhoSchedule::Action::kRestart) {
-      D.copy_(D0);
-      V.zero_();
-    }
+    if (action == RhoSchedule::Action::kRestart) iterates->restart();
   }
   sol.iterations = it;
   sol.rho = rho;
   const double admm_seconds = seconds_since(t0) - eigh_seconds;
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
-  at::Tensor keep = project_keep(B, absZ, pattern).to(at::kFloat).contiguous();
-  auto refit = detail::pcg_masked(Hn, Y, keep, B * keep, o.pcg_iterations, o.pcg_tolerance);
+  at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
+  auto refit = detail::pcg_masked(Hn, Y, keep, B * keep, o.pcg_iterations, o.pcg_tolerance, o.fused);
   sol.refit_iterations = refit.iterations;
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
                 "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",

@@ -75,15 +75,15 @@ TEST(Alps, PcgRefitImprovesTheProjectedAdmmIterate) {
   EXPECT_LT(relative_error(p, with.W), without);
 }
 
-// The two B-update forms (eigenbasis: two products per iteration; explicit (Hn + rho I)^-1 per rho: one) and the
-// fp32/fp64 eigendecompositions are the same ADMM up to rounding. Over a few iterations (no rho change yet) the
+// The two B-update forms (eigenbasis: two products per iteration; explicit (Hn + rho I)^-1 per rho: one), the
+// fp32/fp64 eigendecompositions and the fused/ATen vector kernels are the same ADMM up to rounding. Over a few iterations (no rho change yet) the
 // iterates agree entry by entry; over a whole run the nonconvex projection lets rounding change the path (27 vs
 // 30 iterations here), so only the outcome is compared.
 TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
   LayerProblem p = make_synthetic_problem(test::small_options(3, 96, 128, 1000));
   for (const auto& pattern : {Pattern::unstructured(0.7), Pattern::n_m(2, 4)}) {
     SCOPED_TRACE(pattern.str());
-    const nlohmann::json reference = {{"b_update", "eigenbasis"}, {"eigh_double", true}};
+    const nlohmann::json reference = {{"b_update", "eigenbasis"}, {"eigh_double", true}, {"fused", false}};
     nlohmann::json short_run = {{"max_iterations", 2}, {"pcg_iterations", 0}};
     auto with = [](nlohmann::json base, const nlohmann::json& extra) {
       base.update(extra);
@@ -92,7 +92,8 @@ TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
     at::Tensor W_short = make_alps_admm(with(short_run, reference))->solve(p, pattern).W;
     const double full = relative_error(p, make_alps_admm(reference)->solve(p, pattern).W);
     for (const auto& options : {nlohmann::json{{"b_update", "explicit"}}, nlohmann::json{{"eigh_double", false}},
-                                nlohmann::json{{"b_update", "explicit"}, {"eigh_double", false}}}) {
+                                nlohmann::json{{"b_update", "explicit"}, {"eigh_double", false}},
+                                nlohmann::json{{"fused", false}}, nlohmann::json::object()}) {
       SCOPED_TRACE(options.dump());
       at::Tensor W = make_alps_admm(with(short_run, options))->solve(p, pattern).W;
       at::Tensor both = W.ne(0).logical_and(W_short.ne(0));

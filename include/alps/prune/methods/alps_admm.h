@@ -27,12 +27,16 @@ struct AlpsOptions {
   double late_fraction = 3e-4;
   int64_t pcg_iterations = 10;   ///< masked PCG refit after ADMM (0 = none)
   double pcg_tolerance = 1e-6;   ///< relative masked-residual tolerance of that refit
-  /// Eigendecomposition of Hn in fp64 (reference) or fp32. fp32 was no faster at in = 768 here, and Debian's
-  /// libtorch 1.13 ssyevd fails for in = 3072 ("parameter 8 had an illegal value": workspace size held in a float).
-  bool eigh_double = true;
+  /// Eigendecomposition of Hn in fp64 (the reference's precision) or fp32 (default: on the CPU half the time, 1.9
+  /// vs 3.8 s at in = 3072, with the same errors to 3-4 digits on every problem of docs/benchmarks.md; the ADMM
+  /// only uses it inside (Hn + rho I)^-1, and the PCG refit works with Hn itself).
+  bool eigh_double = false;
   /// "eigenbasis": B = Q (Q^T R / (L + rho)), two products per iteration; "explicit": (Hn + rho I)^-1 formed
   /// from Q, L once per rho, one product per iteration; "auto": the cheaper one for the layer's shape.
   std::string b_update = "auto";
+  /// CPU fp32: the vector work of an iteration (projection, dual update, right-hand side; PCG's updates) in fused
+  /// passes. false runs the same arithmetic as ATen operations, as on other devices.
+  bool fused = true;
 };
 /// Keys are the field names above; anything else is an error.
 AlpsOptions alps_options_from_json(const nlohmann::json& j);
