@@ -4,7 +4,10 @@
 //   alps_bench_layer [--shapes 768x768,3072x768,...] [--patterns 0.5,0.7,0.9,2:4] [--methods a,b,...]
 //                    [--tokens 4096] [--seed 0] [--repeat 1] [--json FILE] [--log-level info|debug|trace]
 //                    [--alps-options JSON]   e.g. '{"eigh_double": false}' (AlpsOptions fields)
-// A shape is OUTxIN. With --repeat R each timing is the minimum over R runs (the solvers are deterministic).
+// A shape is OUTxIN; a method is a solver name or "solver+refine" with refine pcg, pcg:ITERATIONS or exact. With
+// --repeat R each timing is the minimum over R runs (the solvers are deterministic). After the runs, a second table
+// gives issue 2's target ratios for every shape and pattern that has the runs they need (alps vs sparsegpt;
+// each magnitude+pcg* vs magnitude+exact).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
@@ -69,15 +72,49 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// "method" or "method+refine": the solve is timed separately from the refit.
+// "method", "method+refine" or "method+pcg:ITERATIONS": the solve is timed separately from the refit.
 alps::prune::LayerResult run_one(const alps::prune::LayerProblem& problem, const alps::prune::Pattern& pattern,
                                  const std::string& label, const nlohmann::json& alps_options) {
   using namespace alps::prune;
   const auto plus = label.find('+');
   const std::string name = label.substr(0, plus);
-  const Refine refine = plus == std::string::npos ? Refine::kNone : parse_refine(label.substr(plus + 1));
+  std::string refine_text = plus == std::string::npos ? "none" : label.substr(plus + 1);
+  PcgOptions pcg;
+  if (const auto colon = refine_text.find(':'); colon != std::string::npos) {
+    pcg.iterations = std::stoll(refine_text.substr(colon + 1));
+    refine_text = refine_text.substr(0, colon);
+  }
   auto method = make_method(name, name == "alps" ? alps_options : nlohmann::json::object());
-  return solve_layer(*method, problem, pattern, refine);
+  return solve_layer(*method, problem, pattern, parse_refine(refine_text), pcg);
+}
+
+// Issue 2's targets from the runs of one shape and pattern, as ratios taken in this process.
+void print_targets(const nlohmann::json& runs) {
+  std::printf("\n| shape | pattern | comparison | time ratio | error ratio |\n|---|---|---|---|---|\n");
+  auto find = [&](const nlohmann::json& like, const std::string& method) -> const nlohmann::json* {
+    for (const auto& r : runs)
+      if (r["shape"] == like["shape"] && r["pattern"] == like["pattern"] && r["method"] == method) return &r;
+    return nullptr;
+  };
+  for (const auto& r : runs) {
+    const std::string method = r["method"], shape = r["shape"], pattern = r["pattern"];
+    const double err = r["rel_error"];
+    if (method == "alps") {
+      if (const auto* sg = find(r, "sparsegpt")) {
+        std::printf("| %s | %s | alps / sparsegpt (target: time <= 5x; at 70%% error >= 25%% lower) | %.2fx | %.3f "
+                    "(%.0f%% lower) |\n", shape.c_str(), pattern.c_str(), r["seconds"].get<double>() /
+                    (*sg)["seconds"].get<double>(), err / (*sg)["rel_error"].get<double>(),
+                    100.0 * (1.0 - err / (*sg)["rel_error"].get<double>()));
+      }
+    } else if (method.rfind("magnitude+pcg", 0) == 0) {
+      if (const auto* ex = find(r, "magnitude+exact")) {
+        std::printf("| %s | %s | exact / %s refit (target: PCG >= 20x faster, error <= 1.02x) | %.1fx | %.4f |\n",
+                    shape.c_str(), pattern.c_str(), method.substr(10).c_str(),
+                    (*ex)["refine_seconds"].get<double>() / r["refine_seconds"].get<double>(),
+                    err / (*ex)["rel_error"].get<double>());
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -132,6 +169,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    print_targets(doc["runs"]);
     if (!a.json_path.empty()) {
       std::ofstream f(a.json_path);
       ALPS_CHECK(f.good(), "alps_bench_layer: cannot write ", a.json_path);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "alps/core/error.h"
+#include "alps/core/linalg.h"
 
 namespace alps::pipeline {
 
@@ -14,9 +15,19 @@ void LayerStats::add(const at::Tensor& x) {
   const int64_t in = G_.size(0);
   ALPS_CHECK(x.dim() >= 1 && x.size(-1) == in, "layer statistics expect inputs [..., ", in, "], got ", x.sizes());
   at::Tensor X = x.reshape({-1, in}).to(G_.device(), G_.scalar_type());  // [tokens, in]
-  G_.addmm_(X.t(), X);
+  syrk_lower(G_, X.contiguous(), /*transpose_a=*/true, 1.0);  // G += X^T X
+  upper_stale_ = true;
   sum_.add_(X.sum(0, /*keepdim=*/false, at::kDouble));
   T_ += X.size(0);
+}
+
+const at::Tensor& LayerStats::gram() const {
+  if (upper_stale_) {
+    at::Tensor G = G_;
+    mirror_lower(G);
+    upper_stale_ = false;
+  }
+  return G_;
 }
 
 at::Tensor LayerStats::mean() const {

@@ -16,12 +16,13 @@ class LayerStats {
   LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype);
   /// Adds inputs x [..., in] (any float dtype, on any device).
   void add(const at::Tensor& x);
-  const at::Tensor& gram() const { return G_; }  ///< [in, in]
+  const at::Tensor& gram() const;                 ///< [in, in]
   at::Tensor mean() const;                        ///< [in], fp32
   int64_t tokens() const { return T_; }
 
  private:
-  at::Tensor G_;    // [in, in]
+  at::Tensor G_;    // [in, in]; add() accumulates its lower triangle (a syrk: half the flops of a product)
+  mutable bool upper_stale_ = false;  // gram() copies the lower triangle over when set
   at::Tensor sum_;  // [in], fp64
   int64_t T_ = 0;
 };

@@ -7,10 +7,10 @@
 #include <chrono>
 
 #include "../admm_iterates.h"
-#include "../linalg.h"
 #include "../options.h"
 #include "../pcg.h"
 #include "alps/core/error.h"
+#include "alps/core/linalg.h"
 #include "alps/core/log.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -98,7 +98,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   at::Tensor Hn = Hn64.to(at::kFloat);
   // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
   const auto t0 = std::chrono::steady_clock::now();
-  auto [L_, Q_] = detail::symmetric_eigh(o.eigh_double ? Hn64 : Hn);
+  auto [L_, Q_] = symmetric_eigh(o.eigh_double ? Hn64 : Hn);
   sol.factorizations = 1;
   const double eigh_seconds = seconds_since(t0);
   at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(0);  // L: [1, in]
@@ -116,7 +116,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   // Q diag Q^T costs two [in,in]x[in,out] products per iteration (4 in^2 out flops); forming
   // Minv = (Hn + rho I)^-1 = (Q diag^1/2)(Q diag^1/2)^T once per rho costs in^3 flops as a syrk (2 in^3 as a
   // product) and then one [in,in]x[in,out] product per iteration. Pick the cheaper over a check period.
-  const bool syrk = detail::gram_is_syrk(Hn.device());
+  const bool syrk = syrk_is_native(Hn.device());
   bool explicit_inverse = o.b_update == "explicit";
   if (o.b_update == "auto") explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
   at::Tensor Minv, Qs, T;
@@ -141,7 +141,8 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
       if (rho != rho_of_Minv) {
         if (L_min + rho > 0) {
           at::mul_out(Qs, Q, (L + rho).rsqrt_());
-          detail::gram_into(Minv, Qs);
+          syrk_lower(Minv, Qs, /*transpose_a=*/false, 0.0);
+          mirror_lower(Minv);
         } else {  // an indefinite Hn + rho I (rounding with damp = 0) has no real square root
           at::mul_out(Qs, Q, (L + rho).reciprocal_());
           at::mm_out(Minv, Qs, Qt);

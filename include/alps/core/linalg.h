@@ -1,0 +1,29 @@
+#pragma once
+// Dense symmetric kernels that ATen lacks or gets wrong, shared by the solvers (ALPS's eigendecomposition and
+// per-rho inverse) and the calibration statistics (Gram accumulation). On the CPU they call LAPACK/BLAS directly
+// when alps was built with them (ALPS_HAVE_LAPACK): libtorch 1.13 sizes ssyevd's workspace through a float, so
+// its fp32 eigh fails from n ~ 3000 on, and ATen has no syrk, so every Gram matrix cost a full product. Elsewhere
+// (CUDA, or no LAPACK at build time) ATen.
+#include <ATen/core/Tensor.h>
+
+#include <utility>
+
+namespace alps {
+
+/// A = Q diag(L) Q^T for a symmetric fp32/fp64 A [n, n] (its upper triangle is read): L [n] ascending, Q [n, n]
+/// contiguous with the eigenvectors as columns, both in A's dtype.
+std::pair<at::Tensor, at::Tensor> symmetric_eigh(const at::Tensor& A);
+
+/// The lower triangle of C = beta C + op(A) op(A)^T, with op(A) = A for A [n, k], or A^T for A [k, n] when
+/// `transpose_a`. C is a contiguous [n, n] matrix of A's dtype (fp32/fp64). On the CPU this is one BLAS syrk (n^2 k
+/// flops, half a product) that leaves C's upper triangle alone; elsewhere a full product. mirror_lower() completes
+/// the symmetric matrix.
+void syrk_lower(at::Tensor& C, const at::Tensor& A, bool transpose_a, double beta);
+
+/// Copies the lower triangle of a square matrix onto its upper one (in place, any device).
+void mirror_lower(at::Tensor& C);
+
+/// Whether syrk_lower costs n^2 k flops (BLAS syrk) instead of 2 n^2 k on `device`.
+bool syrk_is_native(const at::Device& device);
+
+}  // namespace alps

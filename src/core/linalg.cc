@@ -1,0 +1,129 @@
+#include "alps/core/linalg.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "alps/core/error.h"
+
+#ifdef ALPS_HAVE_LAPACK
+extern "C" {
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w, float* work,
+             const int* lwork, int* iwork, const int* liwork, int* info);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
+             const int* lwork, int* iwork, const int* liwork, int* info);
+void ssyrk_(const char* uplo, const char* trans, const int* n, const int* k, const float* alpha, const float* a,
+            const int* lda, const float* beta, float* c, const int* ldc);
+void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, const double* alpha, const double* a,
+            const int* lda, const double* beta, double* c, const int* ldc);
+}
+#endif
+
+namespace alps {
+
+namespace {
+bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
+
+#ifdef ALPS_HAVE_LAPACK
+bool lapack_eligible(const at::Tensor& t) {
+  return t.device().is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
+}
+
+template <typename T, typename Syevd>
+std::pair<at::Tensor, at::Tensor> syevd(const at::Tensor& A, Syevd fn) {
+  const int n = static_cast<int>(A.size(0));
+  // Row-major A is column-major A^T = A, and LAPACK's "L" (column-major lower) is the row-major upper triangle.
+  // The eigenvectors come back as columns of the column-major array, i.e. as rows of the row-major tensor.
+  at::Tensor work_matrix = A.contiguous().clone();
+  at::Tensor L = at::empty({n}, A.options());
+  // Documented minimum sizes for jobz = V instead of the workspace query, which returns the size as a float.
+  const int lwork = 1 + 6 * n + 2 * n * n, liwork = 3 + 5 * n;
+  std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<int> iwork(static_cast<size_t>(liwork));
+  int info = 0;
+  fn("V", "L", &n, work_matrix.data_ptr<T>(), &n, L.data_ptr<T>(), work.data(), &lwork, iwork.data(), &liwork, &info);
+  ALPS_CHECK(info == 0, "eigendecomposition of a ", n, "x", n, " matrix failed (LAPACK syevd info ", info,
+             info > 0 ? ": did not converge; NaN or Inf in the matrix?" : "", ")");
+  return {L, work_matrix.t().contiguous()};
+}
+
+template <typename T, typename Syrk>
+void syrk(at::Tensor& C, const at::Tensor& A, bool transpose_a, double beta, Syrk fn) {
+  // Row-major A [n, k] is column-major A^T [k, n] (lda = k): op(A) op(A)^T = (A^T)^T A^T is trans = "T". Row-major
+  // A [k, n] (transpose_a) is column-major [n, k] (lda = n): A^T A is trans = "N". Column-major "U" is the
+  // row-major lower triangle.
+  const int n = static_cast<int>(C.size(0));
+  const int k = static_cast<int>(transpose_a ? A.size(0) : A.size(1));
+  const int lda = static_cast<int>(A.size(1));
+  const T one = 1, b = static_cast<T>(beta);
+  fn("U", transpose_a ? "N" : "T", &n, &k, &one, A.data_ptr<T>(), &lda, &b, C.data_ptr<T>(), &n);
+}
+#endif
+
+template <typename T>
+void mirror_lower_cpu(T* c, int64_t n) {
+  constexpr int64_t kTile = 64;  // tiles, so that the transposed reads stay in cache
+  for (int64_t i0 = 0; i0 < n; i0 += kTile)
+    for (int64_t j0 = i0; j0 < n; j0 += kTile)
+      for (int64_t i = i0; i < std::min(i0 + kTile, n); ++i)
+        for (int64_t j = std::max(j0, i + 1); j < std::min(j0 + kTile, n); ++j) c[i * n + j] = c[j * n + i];
+}
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> symmetric_eigh(const at::Tensor& A) {
+  ALPS_CHECK(A.dim() == 2 && A.size(0) == A.size(1), "symmetric_eigh: expected a square matrix, got ", A.sizes());
+#ifdef ALPS_HAVE_LAPACK
+  // The workspace size 1 + 6n + 2n^2 must fit LAPACK's 32-bit integers.
+  if (lapack_eligible(A) && A.size(0) <= 32000) {
+    if (A.scalar_type() == at::kFloat) return syevd<float>(A, ssyevd_);
+    return syevd<double>(A, dsyevd_);
+  }
+#endif
+  // libtorch 1.13's own fp32 CPU eigh fails from n ~ 3000 on (its workspace size passes through a float).
+  if (A.device().is_cpu() && A.scalar_type() == at::kFloat) {
+    auto [L, Q] = at::linalg_eigh(A.to(at::kDouble), "U");
+    return {L.to(at::kFloat), Q.to(at::kFloat).contiguous()};
+  }
+  auto [L, Q] = at::linalg_eigh(A, "U");
+  return {L, Q.contiguous()};
+}
+
+bool syrk_is_native(const at::Device& device) {
+#ifdef ALPS_HAVE_LAPACK
+  return device.is_cpu();
+#else
+  return false;
+#endif
+}
+
+void syrk_lower(at::Tensor& C, const at::Tensor& A, bool transpose_a, double beta) {
+  const int64_t n = transpose_a ? A.size(1) : A.size(0), k = transpose_a ? A.size(0) : A.size(1);
+  ALPS_CHECK(A.dim() == 2 && C.dim() == 2 && C.is_contiguous() && C.size(0) == n && C.size(1) == n &&
+                 C.scalar_type() == A.scalar_type(),
+             "syrk_lower: C must be a contiguous ", n, "x", n, " matrix of A's dtype, got ", C.sizes());
+#ifdef ALPS_HAVE_LAPACK
+  if (syrk_is_native(A.device()) && A.is_contiguous() && fits_int(n) && fits_int(k) && fits_int(A.size(1))) {
+    if (A.scalar_type() == at::kFloat) return syrk<float>(C, A, transpose_a, beta, ssyrk_);
+    if (A.scalar_type() == at::kDouble) return syrk<double>(C, A, transpose_a, beta, dsyrk_);
+  }
+#endif
+  const at::Tensor op = transpose_a ? A.t() : A;
+  if (beta == 0) {
+    at::mm_out(C, op, op.t());
+  } else {
+    C.mul_(beta).addmm_(op, op.t());
+  }
+}
+
+void mirror_lower(at::Tensor& C) {
+  ALPS_CHECK(C.dim() == 2 && C.size(0) == C.size(1) && C.is_contiguous(), "mirror_lower: expected a contiguous "
+             "square matrix, got ", C.sizes());
+  if (C.device().is_cpu() && C.scalar_type() == at::kFloat) return mirror_lower_cpu(C.data_ptr<float>(), C.size(0));
+  if (C.device().is_cpu() && C.scalar_type() == at::kDouble) return mirror_lower_cpu(C.data_ptr<double>(), C.size(0));
+  at::Tensor lower = C.tril();
+  C.copy_(lower + lower.tril(-1).t());
+}
+
+}  // namespace alps

@@ -1,0 +1,64 @@
+// The dense symmetric kernels of include/alps/core/linalg.h, checked by the identities they must satisfy.
+#include "alps/core/linalg.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace alps {
+namespace {
+
+// A Q = Q diag(L), Q^T Q = I, L ascending, in both precisions; n = 3072 (fp32 only, to keep the suite fast) is
+// where libtorch 1.13's own fp32 eigh fails.
+TEST(Linalg, SymmetricEighIsAnEigendecomposition) {
+  at::manual_seed(0);
+  for (int64_t n : {1, 7, 300, 3072}) {
+    at::Tensor X = at::randn({n + 50, n}, at::kDouble);
+    at::Tensor A = X.t().mm(X) / (n + 50);
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      if (n > 1000 && dtype == at::kDouble) continue;
+      SCOPED_TRACE(std::to_string(n) + (dtype == at::kFloat ? " fp32" : " fp64"));
+      auto [L, Q] = symmetric_eigh(A.to(dtype));
+      ASSERT_EQ(L.scalar_type(), dtype);
+      ASSERT_EQ(Q.sizes(), A.sizes());
+      EXPECT_TRUE(Q.is_contiguous());
+      const double tol = dtype == at::kFloat ? 2e-4 : 1e-10;
+      at::Tensor Ad = A.to(dtype).to(at::kDouble), Qd = Q.to(at::kDouble), Ld = L.to(at::kDouble);
+      const double scale = Ld.abs().max().item<double>();
+      EXPECT_LT((Ad.mm(Qd) - Qd * Ld.unsqueeze(0)).abs().max().item<double>(), tol * scale);
+      EXPECT_LT((Qd.t().mm(Qd) - at::eye(n, Qd.options())).abs().max().item<double>(), tol);
+      if (n > 1) EXPECT_TRUE((L.slice(0, 1) >= L.slice(0, 0, n - 1)).all().item<bool>());
+    }
+  }
+}
+
+// Lower triangle = beta C + op(A) op(A)^T in both layouts and precisions; mirror_lower makes it the full matrix.
+// The upper triangle starts as NaN so that a kernel reading or writing the wrong triangle cannot pass.
+TEST(Linalg, SyrkLowerAccumulatesAndMirrorCompletes) {
+  at::manual_seed(1);
+  for (auto dtype : {at::kFloat, at::kDouble}) {
+    for (auto shape : {std::pair<int64_t, int64_t>{1, 1}, {65, 3}, {130, 200}}) {
+      const int64_t n = shape.first, k = shape.second;
+      for (bool transpose_a : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(k) + (transpose_a ? " A^T A" : " A A^T"));
+        at::Tensor A = transpose_a ? at::randn({k, n}, dtype) : at::randn({n, k}, dtype);
+        at::Tensor opA = (transpose_a ? A.t() : A).to(at::kDouble);
+        at::Tensor C0 = at::randn({n, n}, dtype);
+        C0 = C0 + C0.t();
+        at::Tensor C = C0.tril() + at::full({n, n}, NAN, dtype).triu(1);
+        syrk_lower(C, A, transpose_a, 0.5);
+        at::Tensor expected = 0.5 * C0.to(at::kDouble) + opA.mm(opA.t());
+        const double tol = (dtype == at::kFloat ? 1e-4 : 1e-10) * (1 + expected.abs().max().item<double>());
+        EXPECT_LT((C.tril() - expected.tril()).abs().max().item<double>(), tol);
+        mirror_lower(C);
+        EXPECT_LT((C.to(at::kDouble) - expected).abs().max().item<double>(), tol);
+        EXPECT_TRUE(C.equal(C.t()));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace alps
