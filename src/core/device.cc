@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include "alps/core/error.h"
+#include "alps/core/parallel.h"
 
 namespace alps {
 
@@ -27,7 +28,9 @@ c10::ScalarType parse_dtype(std::string_view name) {
 }
 
 void configure_threads(int n) {
-  if (n > 0) at::set_num_threads(n);
+  if (n <= 0) return;
+  at::set_num_threads(n);
+  parallel_threads_cap() = n;
 }
 
 std::string dtype_name(c10::ScalarType t) {

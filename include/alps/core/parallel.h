@@ -3,15 +3,24 @@
 // own pool is left at its default of one OpenMP thread (raising it made BLAS-bound work slower: the spinning
 // OpenMP workers compete with OpenBLAS's threads), so these passes bring their own threads.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
 
 namespace alps {
 
-/// Threads a pass over `n` items would use: one per core, at most 8, and one per `grain` items at least.
+/// Upper bound on the threads of a pass; 0 (the default) means one per core, at most 8. `--threads N` sets it.
+inline std::atomic<int>& parallel_threads_cap() {
+  static std::atomic<int> cap{0};
+  return cap;
+}
+
+/// Threads a pass over `n` items would use: the cap above, and no more than one per `grain` items.
 inline int parallel_threads(int64_t n, int64_t grain = int64_t{1} << 16) {
-  const int64_t cores = std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
+  const int cap = parallel_threads_cap().load();
+  const int64_t cores =
+      cap > 0 ? cap : std::max<int64_t>(1, std::min<int64_t>(8, std::thread::hardware_concurrency()));
   return static_cast<int>(std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, cores));
 }
 
