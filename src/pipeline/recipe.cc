@@ -2,9 +2,9 @@
 
 #include <fnmatch.h>
 
-#include <set>
 
 #include "alps/core/error.h"
+#include "alps/io/json_fields.h"
 #include "alps/io/text_files.h"
 
 namespace alps::pipeline {
@@ -13,40 +13,28 @@ namespace {
 
 using json = nlohmann::json;
 
-template <typename T>
-void read(const json& j, const char* key, T& out, const std::string& origin) {
-  if (!j.contains(key)) return;
-  try {
-    out = j.at(key).get<T>();
-  } catch (const json::exception&) {
-    ALPS_FAIL(origin, ": \"", key, "\" has the wrong type (", j.at(key).dump(), ")");
-  }
-}
-
-void check_keys(const json& j, const std::set<std::string>& known, const std::string& origin) {
-  ALPS_CHECK(j.is_object(), origin, ": expected a JSON object, got ", j.dump());
-  for (const auto& [k, v] : j.items()) {
-    if (known.count(k) == 0) {
-      std::string list;
-      for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-      ALPS_FAIL(origin, ": unknown key \"", k, "\" (known: ", list, ")");
-    }
-  }
-}
-
 // "sparsity": 0.7 and "pattern": "2:4" are both accepted; the pattern is kept as text and parsed by prune::Pattern.
-std::optional<std::string> pattern_of(const json& j, const std::string& origin) {
-  ALPS_CHECK(!(j.contains("sparsity") && j.contains("pattern")), origin,
-             ": give either \"sparsity\" or \"pattern\", not both");
-  if (j.contains("sparsity")) {
-    ALPS_CHECK(j["sparsity"].is_number(), origin, ": \"sparsity\" must be a number, got ", j["sparsity"].dump());
-    return j["sparsity"].dump();
+std::optional<std::string> pattern_of(io::JsonFields& f, const std::string& where) {
+  const json* sparsity = f.get("sparsity");
+  const json* pattern = f.get("pattern");
+  ALPS_CHECK(!(sparsity && pattern), where, ": give either \"sparsity\" or \"pattern\", not both");
+  if (sparsity) {
+    ALPS_CHECK(sparsity->is_number(), where, ": \"sparsity\" must be a number, got ", sparsity->dump());
+    return sparsity->dump();
   }
-  if (j.contains("pattern")) {
-    ALPS_CHECK(j["pattern"].is_string(), origin, ": \"pattern\" must be a string like \"2:4\"");
-    return j["pattern"].get<std::string>();
+  if (pattern) {
+    ALPS_CHECK(pattern->is_string(), where, ": \"pattern\" must be a string like \"2:4\"");
+    return pattern->get<std::string>();
   }
   return std::nullopt;
+}
+
+// The method options stay JSON here; the method checks them when it is built.
+json options_of(io::JsonFields& f, const std::string& where) {
+  const json* options = f.get("options");
+  if (options == nullptr) return json::object();
+  ALPS_CHECK(options->is_object(), where, ": \"options\" must be an object");
+  return *options;
 }
 
 }  // namespace
@@ -56,55 +44,47 @@ bool glob_match(const std::string& pattern, const std::string& name) {
 }
 
 Recipe recipe_from_json(const json& j, const std::string& origin) {
-  check_keys(j,
-             {"method", "sparsity", "pattern", "refine", "pcg_iterations", "options", "calibration", "skip",
-              "overrides", "device", "dtype", "batch_size", "stats_dtype", "eval", "eval_seqlen", "description"},
-             origin);
+  io::JsonFields f(j, origin);
   Recipe r;
-  read(j, "method", r.method, origin);
-  if (auto p = pattern_of(j, origin)) r.pattern = *p;
-  read(j, "refine", r.refine, origin);
-  read(j, "pcg_iterations", r.pcg_iterations, origin);
-  if (j.contains("options")) {
-    ALPS_CHECK(j["options"].is_object(), origin, ": \"options\" must be an object");
-    r.options = j["options"];
+  f.get("description");
+  f.read("method", r.method);
+  if (auto p = pattern_of(f, origin)) r.pattern = *p;
+  f.read("refine", r.refine);
+  f.read("pcg_iterations", r.pcg_iterations);
+  r.options = options_of(f, origin);
+  if (const json* c = f.get("calibration")) {
+    io::JsonFields cf(*c, origin + " calibration");
+    cf.read("source", r.calib);
+    cf.read("nsamples", r.nsamples);
+    cf.read("seqlen", r.seqlen);
+    cf.read("seed", r.seed);
+    cf.finish();
   }
-  if (j.contains("calibration")) {
-    const json& c = j["calibration"];
-    const std::string where = origin + " calibration";
-    check_keys(c, {"source", "nsamples", "seqlen", "seed"}, where);
-    read(c, "source", r.calib, where);
-    read(c, "nsamples", r.nsamples, where);
-    read(c, "seqlen", r.seqlen, where);
-    read(c, "seed", r.seed, where);
-  }
-  read(j, "skip", r.skip, origin);
-  if (j.contains("overrides")) {
-    ALPS_CHECK(j["overrides"].is_array(), origin, ": \"overrides\" must be an array");
-    for (size_t i = 0; i < j["overrides"].size(); ++i) {
-      const json& o = j["overrides"][i];
+  f.read("skip", r.skip);
+  if (const json* overrides = f.get("overrides")) {
+    ALPS_CHECK(overrides->is_array(), origin, ": \"overrides\" must be an array");
+    for (size_t i = 0; i < overrides->size(); ++i) {
       const std::string where = origin + " overrides[" + std::to_string(i) + "]";
-      check_keys(o, {"match", "skip", "method", "sparsity", "pattern", "refine", "options"}, where);
+      io::JsonFields of((*overrides)[i], where);
       LayerRule rule;
-      ALPS_CHECK(o.contains("match") && o["match"].is_string(), where, ": needs a string \"match\" glob");
-      rule.match = o["match"].get<std::string>();
-      read(o, "skip", rule.skip, where);
-      if (o.contains("method")) rule.method = o["method"].get<std::string>();
-      rule.pattern = pattern_of(o, where);
-      if (o.contains("refine")) rule.refine = o["refine"].get<std::string>();
-      if (o.contains("options")) {
-        ALPS_CHECK(o["options"].is_object(), where, ": \"options\" must be an object");
-        rule.options = o["options"];
-      }
+      ALPS_CHECK(of.read("match", rule.match), where, ": needs a string \"match\" glob");
+      of.read("skip", rule.skip);
+      std::string text;
+      if (of.read("method", text)) rule.method = text;
+      rule.pattern = pattern_of(of, where);
+      if (of.read("refine", text)) rule.refine = text;
+      rule.options = options_of(of, where);
+      of.finish();
       r.overrides.push_back(std::move(rule));
     }
   }
-  read(j, "device", r.device, origin);
-  read(j, "dtype", r.dtype, origin);
-  read(j, "batch_size", r.batch_size, origin);
-  read(j, "stats_dtype", r.stats_dtype, origin);
-  read(j, "eval", r.eval, origin);
-  read(j, "eval_seqlen", r.eval_seqlen, origin);
+  f.read("device", r.device);
+  f.read("dtype", r.dtype);
+  f.read("batch_size", r.batch_size);
+  f.read("stats_dtype", r.stats_dtype);
+  f.read("eval", r.eval);
+  f.read("eval_seqlen", r.eval_seqlen);
+  f.finish();
   return r;
 }
 

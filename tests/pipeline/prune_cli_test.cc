@@ -149,7 +149,7 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "-0.1"}, "sparsity"},
       {{"--pattern", "2:5"}, "in % 5"},
       {{"--pattern", "2:4", "--method", "nonsense"}, "unknown pruning method"},
-      {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option 'rho0'"},
+      {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option \"rho0\""},
       {{"--sparsity", "0.5", "--calib", (dir / "missing.txt").string()}, "missing.txt"},
       {{"--sparsity", "0.5", "--seqlen", "4096"}, "exceeds the model's 512 positions"},
       {{"--sparsity", "0.5", "--resume"}, "holds no interrupted run"},

@@ -7,11 +7,11 @@
 #include <chrono>
 
 #include "../admm_iterates.h"
-#include "../options.h"
 #include "../pcg.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
 #include "alps/core/log.h"
+#include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
@@ -19,7 +19,7 @@ namespace alps::prune {
 
 AlpsOptions alps_options_from_json(const nlohmann::json& j) {
   AlpsOptions o;
-  detail::OptionReader r(j, "alps");
+  io::JsonFields r(j, "method \'alps\' options", "option");
   r.read("damp", o.damp);
   r.read("rho0", o.rho0);
   r.read("max_iterations", o.max_iterations);

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "../options.h"
 #include "alps/core/error.h"
+#include "alps/io/json_fields.h"
 #include "alps/prune/methods/wanda.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -14,7 +14,7 @@ namespace alps::prune {
 
 DsnotOptions dsnot_options_from_json(const nlohmann::json& j) {
   DsnotOptions o;
-  detail::OptionReader r(j, "dsnot");
+  io::JsonFields r(j, "method \'dsnot\' options", "option");
   r.read("max_cycles", o.max_cycles);
   r.read("update_threshold", o.update_threshold);
   r.read("skip_layer", o.skip_layer);

@@ -3,14 +3,14 @@
 #include <ATen/ATen.h>
 
 #include "../mask.h"
-#include "../options.h"
+#include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
 namespace alps::prune {
 
 MagnitudeOptions magnitude_options_from_json(const nlohmann::json& j) {
-  detail::OptionReader(j, "magnitude").finish();
+  io::JsonFields(j, "method \'magnitude\' options", "option").finish();
   return {};
 }
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "../mask.h"
-#include "../options.h"
 #include "alps/core/error.h"
+#include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
@@ -14,7 +14,7 @@ namespace alps::prune {
 
 SparseGptOptions sparsegpt_options_from_json(const nlohmann::json& j) {
   SparseGptOptions o;
-  detail::OptionReader r(j, "sparsegpt");
+  io::JsonFields r(j, "method \'sparsegpt\' options", "option");
   r.read("blocksize", o.blocksize);
   r.read("damp", o.damp);
   r.finish();

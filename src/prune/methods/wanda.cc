@@ -5,14 +5,14 @@
 #include <algorithm>
 
 #include "../mask.h"
-#include "../options.h"
+#include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
 namespace alps::prune {
 
 WandaOptions wanda_options_from_json(const nlohmann::json& j) {
-  detail::OptionReader(j, "wanda").finish();
+  io::JsonFields(j, "method \'wanda\' options", "option").finish();
   return {};
 }
 
