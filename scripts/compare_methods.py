@@ -86,5 +86,11 @@ for pattern in args.patterns.split(","):
         mark = "**" if r["ppl"] == best else ""
         lines.append(f"| {r['method']} | {mark}{r['ppl']:.4f}{mark} | {r['err']:.4e} | {r['sparsity']:.4f} | {r['solve']:.2f} |")
     lines.append("")
-pathlib.Path(args.out).write_text("\n".join(lines))
+# The hand-written interpretation below the tables ("## Reading the table" onwards) survives a regeneration; its
+# figures are for the author to update.
+out_path = pathlib.Path(args.out)
+previous = out_path.read_text() if out_path.exists() else ""
+marker = "## Reading the table"
+notes = "\n" + previous[previous.index(marker):] if marker in previous else ""
+out_path.write_text("\n".join(lines) + notes)
 print(f"wrote {args.out}", file=sys.stderr)

@@ -1,12 +1,14 @@
 #include "pcg.h"
 
-#include "alps/core/parallel.h"
-
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <vector>
+
+#include "alps/core/parallel.h"
 
 namespace alps::prune::detail {
 
