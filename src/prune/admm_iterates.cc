@@ -177,14 +177,14 @@ class FusedCpuIterates final : public AdmmIterates {
   }
 
  private:
-  at::Tensor Y_, B0_;
-  Pattern pattern_;
   // Sums the per-thread radix histograms into hist_[0].
   void merge_histograms() {
     for (size_t t = 1; t < hist_.size(); ++t)
       for (size_t i = 0; i < 65536; ++i) hist_[0][i] += hist_[t][i];
   }
 
+  at::Tensor Y_, B0_;
+  Pattern pattern_;
   int64_t in_ = 0, out_ = 0, n_ = 0, zeros_ = 0;
   int threads_ = 1;
   at::Tensor keep0_, keep_, keep_check_, Z_, R_;
@@ -198,9 +198,10 @@ std::unique_ptr<AdmmIterates> make_admm_iterates(const at::Tensor& Y, const at::
                                                  bool fused) {
   const bool cpu_fp32 = Y.device().is_cpu() && B0.device().is_cpu() && Y.scalar_type() == at::kFloat &&
                         B0.scalar_type() == at::kFloat;
-  // zeros = 0 or everything: the radix select needs a cut strictly inside the layer.
-  const int64_t zeros = pattern.is_n_m() ? 1 : pattern.zeros_total(B0.size(1), B0.size(0));
-  if (fused && cpu_fp32 && zeros > 0 && zeros < B0.numel()) return std::make_unique<FusedCpuIterates>(Y, B0, pattern);
+  // The fused radix select needs its cut strictly inside the layer; pruning nothing or everything goes to ATen.
+  const int64_t zeros = pattern.zeros_total(B0.size(1), B0.size(0));
+  const bool cut_inside = pattern.is_n_m() || (zeros > 0 && zeros < B0.numel());
+  if (fused && cpu_fp32 && cut_inside) return std::make_unique<FusedCpuIterates>(Y, B0, pattern);
   return std::make_unique<AtenIterates>(Y, B0, pattern);
 }
 
