@@ -176,7 +176,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
   at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
-  auto refit = detail::pcg_masked(Hn, Y, keep, B * keep, o.pcg_iterations, o.pcg_tolerance, o.fused);
+  auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused);
   sol.refit_iterations = refit.iterations;
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
                 "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",
