@@ -24,9 +24,9 @@ void dsyrk_(const char* uplo, const char* trans, const int* n, const int* k, con
 namespace alps {
 
 namespace {
+#ifdef ALPS_HAVE_LAPACK
 bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
 
-#ifdef ALPS_HAVE_LAPACK
 bool lapack_eligible(const at::Tensor& t) {
   return t.device().is_cpu() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
 }

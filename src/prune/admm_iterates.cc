@@ -146,17 +146,12 @@ class FusedCpuIterates final : public AdmmIterates {
       }
     });
     merge_histograms();
-    KeyCut cut = find_cut_in_bucket(hist_[0], bucket, zeros_);
+    const KeyCut cut = find_cut_in_bucket(hist_[0], bucket, zeros_);
     parallel_chunks(n_, threads_, [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) k[i] = abs_key(z[i]) >= cut.key;
     });
     // Of the entries at the cut, the first `ties` in memory order are pruned too (as keep_largest does).
-    for (int64_t i = 0; cut.ties > 0 && i < n_; ++i) {
-      if (abs_key(z[i]) == cut.key) {
-        k[i] = false;
-        --cut.ties;
-      }
-    }
+    prune_ties(k, n_, cut, [z](int64_t i) { return abs_key(z[i]); });
   }
 
   int64_t support_changes() override {

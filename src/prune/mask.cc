@@ -72,13 +72,12 @@ at::Tensor keep_largest_cpu(const at::Tensor& score, int64_t zeros) {
   const float* z = flat.data_ptr<float>();
   std::vector<int64_t> hist(65536, 0);
   for (int64_t i = 0; i < numel; ++i) ++hist[float_key(z[i]) >> 16];
-  KeyCut cut = find_cut(hist, numel, zeros, [z](int64_t i) { return float_key(z[i]); });
+  auto key_at = [z](int64_t i) { return float_key(z[i]); };
+  const KeyCut cut = find_cut(hist, numel, zeros, key_at);
   at::Tensor keep = at::empty(score.sizes(), score.options().dtype(at::kBool));
   bool* k = keep.data_ptr<bool>();
-  for (int64_t i = 0; i < numel; ++i) {
-    const uint32_t key = float_key(z[i]);
-    k[i] = key > cut.key || (key == cut.key && cut.ties-- <= 0);
-  }
+  for (int64_t i = 0; i < numel; ++i) k[i] = key_at(i) >= cut.key;
+  prune_ties(k, numel, cut, key_at);
   return keep;
 }
 }  // namespace

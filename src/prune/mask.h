@@ -68,6 +68,18 @@ KeyCut find_cut(std::vector<int64_t>& high, int64_t n, int64_t zeros, KeyAt key_
   return find_cut_in_bucket(low, c, zeros);
 }
 
+/// Of the keys equal to the cut, prunes the first `cut.ties` in index order; `keep` must already hold
+/// key_at(i) >= cut.key (a branch-free pass the caller may split over threads).
+template <class KeyAt>
+void prune_ties(bool* keep, int64_t n, KeyCut cut, KeyAt key_at) {
+  for (int64_t i = 0; cut.ties > 0 && i < n; ++i) {
+    if (key_at(i) == cut.key) {
+      keep[i] = false;
+      --cut.ties;
+    }
+  }
+}
+
 /// N:M on the CPU straight on a (possibly transposed) [rows, cols] fp32 view (value of (r, c) at
 /// z[r * s0 + c * s1]); `kAbs` ranks |z| instead of z. Writes keep (strides k0, k1): the n largest of every group
 /// of m consecutive columns of a row, ties keeping the earlier column as a stable sort would. O(m^2) per group,

@@ -25,18 +25,14 @@ inline int parallel_threads(int64_t n, int64_t grain = int64_t{1} << 16) {
 }
 
 /// Runs fn(begin, end, t) on `threads` contiguous chunks of [0, n) (t = chunk index; chunk t - 1 ends where t
-/// begins), chunk 0 on the calling thread. Chunk boundaries are multiples of `align` (except the last end).
+/// begins), chunk 0 on the calling thread.
 template <class Fn>
-void parallel_chunks(int64_t n, int threads, Fn&& fn, int64_t align = 1) {
+void parallel_chunks(int64_t n, int threads, Fn&& fn) {
   if (threads <= 1 || n <= 0) {
     fn(int64_t{0}, n, 0);
     return;
   }
-  auto bound = [&](int t) {
-    if (t >= threads) return n;
-    const int64_t b = n * t / threads;
-    return std::min(n, b - b % align);
-  };
+  auto bound = [&](int t) { return t >= threads ? n : n * t / threads; };
   std::vector<std::thread> workers;
   workers.reserve(static_cast<size_t>(threads - 1));
   for (int t = 1; t < threads; ++t) workers.emplace_back([&, t] { fn(bound(t), bound(t + 1), t); });
