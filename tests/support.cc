@@ -58,13 +58,17 @@ std::string slurp(const fs::path& p) {
 }
 }  // namespace
 
-CliResult run_cli(const std::vector<std::string>& args) {
+CliResult run_cli(const std::vector<std::string>& args, const CliContext& context) {
 #ifndef ALPS_CLI_PATH
   ADD_FAILURE() << "this test suite was not built with the CLI (ALPS_CLI_PATH undefined)";
   return {};
 #else
   TempDir tmp;
-  std::string cmd = quote(ALPS_CLI_PATH);
+  std::string cmd;
+  if (!context.cwd.empty()) cmd += "cd " + quote(context.cwd.string()) + " && ";
+  if (!context.env.empty()) cmd += "env ";
+  for (const auto& e : context.env) cmd += quote(e) + " ";
+  cmd += quote(ALPS_CLI_PATH);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((tmp / "out").string()) + " 2>" + quote((tmp / "err").string());
   const int status = std::system(cmd.c_str());

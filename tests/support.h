@@ -35,7 +35,12 @@ struct CliResult {
   std::string out;  ///< stdout
   std::string err;  ///< stderr
 };
+/// Where and with what environment run_cli starts the executable.
+struct CliContext {
+  std::filesystem::path cwd;     ///< empty: the test's working directory
+  std::vector<std::string> env;  ///< "NAME=value" added to the environment
+};
 /// Runs the built `alps` executable with `args` (each shell-quoted) and captures both streams.
-CliResult run_cli(const std::vector<std::string>& args);
+CliResult run_cli(const std::vector<std::string>& args, const CliContext& context = {});
 
 }  // namespace alps::test

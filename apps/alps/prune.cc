@@ -56,7 +56,6 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   job.resume = a.resume;
   job.stop_after = a.stop_after;
   job.dump_problems = a.dump_problems;
-  if (!job.dump_problems.empty()) std::filesystem::create_directories(job.dump_problems);
 
   const report::RunReport rep = pipeline::run_prune(job);
   if (rep.complete) spdlog::info("summary:\n{}", report::summary_text(rep));
@@ -94,8 +93,10 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--eval", a->eval, "Datasets to evaluate after pruning, e.g. wikitext2,ptb");
   cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))");
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
-  cmd->add_flag("--overwrite", a->overwrite, "Replace an existing output directory (kept until the new one is complete)");
-  cmd->add_flag("--resume", a->resume, "Continue an interrupted run from the state in --out");
+  auto* ow = cmd->add_flag("--overwrite", a->overwrite,
+                           "Replace an existing alps output directory (kept until the new one is complete)");
+  cmd->add_flag("--resume", a->resume, "Continue the interrupted run in --out (starts afresh if it saved nothing)")
+      ->excludes(ow);
   cmd->add_option("--stop-after", a->stop_after, "Prune at most N blocks in this run, then stop (resumable)");
   cmd->add_option("--dump-problems", a->dump_problems, "Write every layer problem (solve-layer format) to DIR");
   add_common_flags(cmd, a->common);

@@ -254,11 +254,17 @@ int64_t CausalLM::num_parameters() const {
 }
 
 void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
-  const State& s = *state_;
-  ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(s.dir), "cannot save over the loaded checkpoint ",
-             s.dir.string(), " (its tensors are memory-mapped)");
+  ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(state_->dir), "cannot save over the loaded checkpoint ",
+             state_->dir.string(), " (its tensors are memory-mapped)");
   io::StagedPath staged(out_dir);
   fs::create_directories(staged.temp());
+  write_files(staged.temp(), options);
+  staged.commit();
+}
+
+std::vector<std::string> CausalLM::write_files(const fs::path& dir, const SaveOptions& options) const {
+  const State& s = *state_;
+  std::vector<std::string> written;
   // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
   for (const auto& entry : fs::directory_iterator(s.dir)) {
     const std::string name = entry.path().filename().string();
@@ -268,7 +274,8 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
         ext == ".safetensors" || (ext == ".bin" && name.rfind("pytorch_model", 0) == 0) || ext == ".pth" ||
         ext == ".ckpt")
       continue;
-    fs::copy_file(entry.path(), staged.temp() / name);
+    fs::copy_file(entry.path(), dir / name);
+    written.push_back(name);
   }
 
   // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
@@ -297,23 +304,20 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
       layout.push_back(io::entry_for(name, s.host.at(name)));
       weight_map[name] = file;
     }
-    io::SafetensorsWriter writer(staged.temp() / file, layout, s.metadata);
+    io::SafetensorsWriter writer(dir / file, layout, s.metadata);
     for (const std::string& name : shards[k]) writer.write(name, s.host.at(name));
     writer.finish();
+    written.push_back(file);
   }
   if (sharded) {
-    std::ofstream out(staged.temp() / kIndexFile);
+    std::ofstream out(dir / kIndexFile);
     out << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";
-    ALPS_CHECK(out.good(), "cannot write ", (staged.temp() / kIndexFile).string());
+    ALPS_CHECK(out.good(), "cannot write ", (dir / kIndexFile).string());
+    written.push_back(kIndexFile);
   }
-  for (const auto& [name, content] : options.extra_files) {
-    std::ofstream out(staged.temp() / name, std::ios::binary | std::ios::trunc);
-    out << content;
-    ALPS_CHECK(out.good(), "cannot write ", (staged.temp() / name).string());
-  }
-  staged.commit();
-  spdlog::info("saved {} tensors ({:.1f} MB, {} file{}) to {}", s.order.size(), total / 1e6, shards.size(),
-               shards.size() > 1 ? "s" : "", out_dir.string());
+  spdlog::info("wrote {} tensors ({:.1f} MB, {} file{})", s.order.size(), total / 1e6, shards.size(),
+               shards.size() > 1 ? "s" : "");
+  return written;
 }
 
 }  // namespace alps::model

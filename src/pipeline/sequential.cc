@@ -12,12 +12,13 @@
 #include "alps/core/log.h"
 #include "alps/eval/datasets.h"
 #include "alps/eval/evaluate.h"
-#include "alps/io/safetensors.h"
+#include "alps/io/fingerprint.h"
 #include "alps/io/staged_path.h"
-#include "alps/io/text_files.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/calibration.h"
 #include "alps/pipeline/layer_stats.h"
+#include "alps/pipeline/output_dir.h"
+#include "alps/pipeline/resume_state.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -33,8 +34,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int kStateFormat = 1;
-
 std::string strip_weight(const std::string& name) {
   const std::string suffix = ".weight";
   return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
@@ -42,30 +41,6 @@ std::string strip_weight(const std::string& name) {
              : name;
 }
 
-fs::path state_dir(const PruneJob& job) { return job.out_dir / kStateDir; }
-fs::path block_file(const PruneJob& job, int64_t b) {
-  return state_dir(job) / fmt::format("block-{:05d}.safetensors", b);
-}
-
-// What must match between an interrupted run and its continuation for the result to be the same.
-json resume_key(const PruneJob& job) {
-  json r = recipe_to_json(job.recipe);
-  r.erase("eval");  // evaluation happens after pruning and does not change the weights
-  r.erase("eval_seqlen");
-  return {{"format", kStateFormat}, {"model", fs::absolute(job.model_dir).lexically_normal().string()}, {"recipe", r}};
-}
-
-void write_text_staged(const fs::path& path, const std::string& text) {
-  io::StagedPath staged(path);
-  {
-    std::ofstream out(staged.temp());
-    out << text;
-    ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
-  }
-  staged.commit();
-}
-
-bool has_state(const PruneJob& job) { return fs::is_regular_file(state_dir(job) / "state.json"); }
 
 int64_t element_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
 
@@ -139,23 +114,23 @@ class MethodCache {
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;
 };
 
-void check_output_dir(const PruneJob& job) {
-  if (job.resume) {
-    ALPS_CHECK(has_state(job), "--resume: ", job.out_dir.string(), " holds no interrupted run (no ",
-               (state_dir(job) / "state.json").string(), ")");
-    const json saved = io::read_json_file(state_dir(job) / "state.json");
-    const json key = resume_key(job);
-    ALPS_CHECK(saved.value("key", json()) == key, "--resume: the run saved in ", job.out_dir.string(),
-               " used a different model or recipe; saved: ", saved.value("key", json()).dump(), " now: ", key.dump());
-    return;
-  }
-  if (fs::exists(job.out_dir)) {
-    ALPS_CHECK(job.overwrite, "output directory ", job.out_dir.string(), " already exists (pass --overwrite to replace it",
-               has_state(job) ? ", or --resume to continue the interrupted run in it)" : ")");
-    ALPS_CHECK(fs::is_directory(job.out_dir), "output path ", job.out_dir.string(), " exists and is not a directory");
-  }
-  const fs::path parent = fs::absolute(job.out_dir).parent_path();
-  ALPS_CHECK(fs::is_directory(parent), "cannot create ", job.out_dir.string(), ": ", parent.string(), " does not exist");
+// Globs that match no linear are almost always typos ("mlp.down" for "mlp.down_proj"): the user meant to keep
+// something dense or to treat it differently, and the run would silently do neither.
+void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
+  std::vector<std::string> names;
+  for (int64_t b = 0; b < m.num_blocks(); ++b)
+    for (const auto& linear : m.linear_names()) names.push_back(strip_weight(m.weight_name(b, linear)));
+  auto unmatched = [&names](const std::string& glob) {
+    return std::none_of(names.begin(), names.end(), [&glob](const std::string& n) { return glob_match(glob, n); });
+  };
+  for (const auto& g : r.skip)
+    if (unmatched(g))
+      spdlog::warn("skip glob '{}' matches no linear layer of this model (they are named like '{}'): nothing is left "
+                   "dense because of it", g, names.front());
+  for (const auto& rule : r.overrides)
+    if (unmatched(rule.match))
+      spdlog::warn("override match '{}' matches no linear layer of this model (they are named like '{}'): it changes "
+                   "nothing", rule.match, names.front());
 }
 
 void validate_plans(const model::CausalLM& m, const Recipe& r) {
@@ -175,11 +150,12 @@ void validate_plans(const model::CausalLM& m, const Recipe& r) {
       }
     }
   }
+  warn_unmatched_globs(m, r);
 }
 
-}  // namespace
-
-namespace {
+OutputRequest output_request(const PruneJob& job) {
+  return {job.out_dir, job.model_dir, job.dump_problems, job.overwrite, job.resume};
+}
 
 // Everything about the job that can be checked before any work, given the loaded (memory-mapped) model. The caller
 // also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
@@ -189,12 +165,13 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   ALPS_CHECK(r.seqlen > 1, "seqlen must be at least 2, got ", r.seqlen);
   ALPS_CHECK(r.batch_size > 0, "batch size must be positive, got ", r.batch_size);
   ALPS_CHECK(r.pcg_iterations >= 0, "pcg iterations must be >= 0, got ", r.pcg_iterations);
+  ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
   const auto dtype = parse_dtype(r.dtype);
   const auto device = resolve_device(r.device);
   ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "compute dtype ", r.dtype,
              " needs a CUDA device; use fp32 on the CPU");
   parse_dtype(r.stats_dtype);
-  check_output_dir(job);
+  check_output_request(output_request(job));
   ALPS_CHECK(r.seqlen <= m.config().max_positions, "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
   validate_plans(m, r);
@@ -204,206 +181,279 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
              m.config().max_positions, " positions");
 }
 
-}  // namespace
-
-void validate_job(const PruneJob& job) {
-  validate_with(job, model::CausalLM::load(job.model_dir));
-  tokenizer::load_tokenizer(job.model_dir);
+// What must be the same for a continuation to equal an uninterrupted run: the recipe (evaluation aside, which
+// happens after pruning), the model files and the calibration text. `calibration` is the resolved source, or
+// empty when it cannot be found any more (a resume then trusts the saved inputs).
+json resume_key(const PruneJob& job, const fs::path& calibration) {
+  json r = recipe_to_json(job.recipe);
+  r.erase("eval");
+  r.erase("eval_seqlen");
+  json calib = {{"source", calibration.string()}};
+  if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
+  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(job.model_dir)}, {"calibration", calib}};
 }
+
+// The model, its inputs and the report as blocks are pruned one after another.
+class PruneRun {
+ public:
+  PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok)
+      : job_(job), r_(job.recipe), m_(m), tok_(tok), device_(resolve_device(r_.device)), dtype_(parse_dtype(r_.dtype)) {
+    m_.set_compute(device_, dtype_);
+    rep_.recipe = recipe_to_json(r_);
+    rep_.model = job.model_dir.string();
+    rep_.output = normalize_output_path(job.out_dir).string();
+    rep_.blocks_total = m_.num_blocks();
+    rep_.extra["memory_estimate"] = memory_estimate(m_, r_, dtype_);
+    const auto& est = rep_.extra["memory_estimate"];
+    spdlog::info("memory estimate: host activations {:.2f} GiB; device: block weights {:.2f} GiB + statistics <= "
+                 "{:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
+                 est["host_activations_gib"].get<double>(), est["device_block_weights_gib"].get<double>(),
+                 est["device_statistics_gib_at_most"].get<double>(), est["device_solver_gib"].get<double>(),
+                 est["device_batch_activations_gib"].get<double>());
+  }
+
+  report::RunReport& report() { return rep_; }
+  const at::Tensor& inputs() const { return inputs_; }
+  int64_t next_block() const { return next_block_; }
+
+  // Block 0's inputs: the embedded calibration windows.
+  void capture_inputs(const fs::path& source, const json& key) {
+    key_ = key;
+    const auto t0 = std::chrono::steady_clock::now();
+    const at::Tensor ids = sample_windows(read_documents(source), tok_, {r_.calib, r_.nsamples, r_.seqlen, r_.seed});
+    rep_.extra["calibration"] = {{"file", source.string()},
+                                 {"windows", r_.nsamples},
+                                 {"seqlen", r_.seqlen},
+                                 {"seed", r_.seed},
+                                 {"fingerprint", key.at("calibration").value("file", json())}};
+    spdlog::info("calibration: {} windows of {} tokens from {}", r_.nsamples, r_.seqlen, source.string());
+    inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, at::TensorOptions().dtype(dtype_));
+    for_each_batch([&](int64_t i, int64_t n) {
+      inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(device_)));
+    });
+    rep_.phase_seconds["calibration"] += seconds_since(t0);
+  }
+
+  // Where an interrupted run stopped: its finished blocks' weights, report and the next block's inputs.
+  void restore(const StateDir& dir, const ResumeState& s) {
+    key_ = s.key;
+    next_block_ = s.next_block;
+    for (const auto& l : s.layers) rep_.layers.push_back(report::layer_from_json(l));
+    for (const auto& [k, v] : s.phase_seconds.items()) rep_.phase_seconds[k] = v;
+    rep_.extra["calibration"] = s.calibration;
+    for (int64_t b = 0; b < next_block_; ++b)
+      for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
+    inputs_ = dir.load_inputs(s);
+    rep_.blocks_done = next_block_;
+    spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
+  }
+
+  ResumeState state() const {
+    ResumeState s;
+    s.key = key_;
+    s.next_block = next_block_;
+    for (const auto& l : rep_.layers) s.layers.push_back(report::to_json(l));
+    s.phase_seconds = rep_.phase_seconds;
+    s.calibration = rep_.extra["calibration"];
+    return s;
+  }
+
+  // Statistics, solves and the pruned forward pass of the next block; returns its pruned weights.
+  std::vector<std::pair<std::string, at::Tensor>> prune_next_block() {
+    const int64_t b = next_block_;
+    m_.load_block(b);
+    // Every linear of the block sees the inputs of the block as it was before any of its linears was pruned.
+    auto t0 = std::chrono::steady_clock::now();
+    BlockStats stats(device_, parse_dtype(r_.stats_dtype));
+    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) { stats.observe(linear, x); };
+    for_each_batch([&](int64_t i, int64_t n) {
+      m_.block_forward(b, inputs_.slice(0, i, i + n).to(device_), &observer);
+      stats.end_forward();
+    });
+    rep_.phase_seconds["statistics"] += seconds_since(t0);
+
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<std::string, at::Tensor>> pruned;
+    const auto linears = m_.linear_names();
+    const auto jobs = plan_block(m_, r_, b);
+    for (size_t li = 0; li < jobs.size(); ++li) {
+      report::LayerReport lr = prune_layer(b, jobs[li], linears[li], stats);
+      if (!lr.skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
+      rep_.layers.push_back(std::move(lr));
+    }
+    stats.clear();
+    rep_.phase_seconds["solve"] += seconds_since(t0);
+
+    // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
+    t0 = std::chrono::steady_clock::now();
+    at::Tensor outputs = at::empty_like(inputs_);
+    for_each_batch([&](int64_t i, int64_t n) {
+      outputs.slice(0, i, i + n).copy_(m_.block_forward(b, inputs_.slice(0, i, i + n).to(device_)));
+    });
+    inputs_ = std::move(outputs);
+    m_.unload_block(b);
+    rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
+    rep_.blocks_done = ++next_block_;
+    return pruned;
+  }
+
+  // The pruned model as it is in memory, evaluated before the checkpoint is written so the report holds the result.
+  void evaluate() {
+    if (r_.eval.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<eval::Dataset> datasets;
+    for (const auto& spec : r_.eval) datasets.push_back(eval::resolve_dataset(spec, job_.data_dir));
+    eval::PerplexityOptions popt;
+    popt.seqlen = std::min<int64_t>(r_.eval_seqlen > 0 ? r_.eval_seqlen : 2048, m_.config().max_positions);
+    popt.batch_size = 1;
+    m_.load_all();
+    for (const auto& res : eval::evaluate(m_, tok_, datasets, popt)) rep_.eval.push_back(eval::to_json(res));
+    rep_.phase_seconds["eval"] += seconds_since(t0);
+  }
+
+ private:
+  template <typename F>
+  void for_each_batch(F&& f) {
+    for (int64_t i = 0; i < r_.nsamples; i += r_.batch_size) f(i, std::min(r_.batch_size, r_.nsamples - i));
+  }
+
+  report::LayerReport prune_layer(int64_t b, const LayerJob& lj, const std::string& linear, const BlockStats& stats) {
+    report::LayerReport lr;
+    lr.block = b;
+    lr.name = lj.name;
+    const at::Tensor W0 = m_.tensor(lj.weight);
+    lr.shape = W0.sizes().vec();
+    if (lj.plan.skip) {
+      lr.skipped = true;
+      spdlog::info("block {}/{} {}: skipped (left dense)", b + 1, rep_.blocks_total, linear);
+      return lr;
+    }
+    const LayerStats& s = stats.at(linear);
+    prune::LayerProblem problem;
+    problem.W0 = W0.to(device_, at::kFloat);
+    problem.G = s.gram().to(at::kFloat);
+    problem.mean = s.mean();
+    problem.tokens = s.tokens();
+    problem.name = lj.name;
+    if (!job_.dump_problems.empty()) prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem);
+
+    const auto pattern = prune::Pattern::parse(lj.plan.pattern);
+    try {
+      prune::PcgOptions pcg;
+      pcg.iterations = r_.pcg_iterations;
+      const prune::LayerResult res = prune::solve_layer(methods_.get(lj.plan.method, lj.plan.options), problem, pattern,
+                                                        prune::parse_refine(lj.plan.refine), pcg);
+      lr.seconds = res.seconds;
+      lr.rel_error = res.rel_error;
+      lr.refine_seconds = res.refine_seconds;
+      lr.rel_error_refined = res.rel_error_refined;
+      lr.sparsity = res.sparsity;
+      if (lj.plan.method == "alps") {
+        lr.iterations = res.solution.iterations;
+        lr.rho = res.solution.rho;
+      }
+      m_.set_tensor(lj.weight, res.W);
+    } catch (const Error& e) {
+      ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
+    }
+    lr.method = lj.plan.method;
+    lr.pattern = pattern.str();
+    lr.refine = lj.plan.refine;
+    spdlog::info("block {}/{} {}: {} {} sparsity {:.3f} err {:.4e}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear,
+                 lr.method, lr.pattern, lr.sparsity, lr.rel_error,
+                 lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
+                 lr.seconds, lr.iterations ? fmt::format(", {} iterations, rho {:.3g}", *lr.iterations, *lr.rho) : "");
+    return lr;
+  }
+
+  const PruneJob& job_;
+  const Recipe& r_;
+  model::CausalLM& m_;
+  const tokenizer::Tokenizer& tok_;
+  c10::Device device_;
+  c10::ScalarType dtype_;
+  MethodCache methods_;
+  report::RunReport rep_;
+  json key_;
+  at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
+  int64_t next_block_ = 0;
+};
+
+// Resuming trusts the saved state only for the same recipe, model files and calibration text.
+ResumeState load_resume_state(const PruneJob& job, const StateDir& dir) {
+  ResumeState s = dir.load();
+  fs::path calibration;
+  try {
+    calibration = resolve_calibration_source(job.recipe.calib, job.data_dir);
+  } catch (const Error&) {
+    spdlog::warn("calibration source '{}' cannot be found any more; resuming from the saved block inputs",
+                 job.recipe.calib);
+  }
+  json now = resume_key(job, calibration);
+  if (calibration.empty()) now["calibration"] = s.key.value("calibration", json());
+  const auto diffs = resume_key_differences(s.key, now);
+  if (!diffs.empty()) {
+    std::string lines;
+    for (const auto& d : diffs) lines += "\n  " + d;
+    ALPS_FAIL("--resume: the interrupted run in ", job.out_dir.string(), " had other inputs:", lines,
+              "\nrerun with the original inputs, or pass --overwrite instead of --resume to start over");
+  }
+  return s;
+}
+
+// The finished checkpoint and its report, written into a staging directory and swapped in at once.
+void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const fs::path staging = out.begin_staging();
+  for (const auto& name : m.write_files(staging))
+    rep.files.push_back({{"name", name}, {"bytes", static_cast<int64_t>(fs::file_size(staging / name))}});
+  rep.complete = true;
+  rep.phase_seconds["save"] = seconds_since(t0);
+  {
+    std::ofstream f(staging / kReportFile);
+    f << report::to_json(rep).dump(2) << "\n";
+    ALPS_CHECK(f.good(), "write error on ", (staging / kReportFile).string());
+  }
+  out.commit();
+  spdlog::info("wrote {} in {}", out.path().string(), format_duration(seconds_since(t0)));
+}
+
+}  // namespace
 
 report::RunReport run_prune(const PruneJob& job) {
   auto m = model::CausalLM::load(job.model_dir);
   validate_with(job, m);
   const auto tok = tokenizer::load_tokenizer(job.model_dir);
-  const Recipe& r = job.recipe;
-  const auto device = resolve_device(r.device);
-  const auto dtype = parse_dtype(r.dtype);
-  const auto stats_dtype = parse_dtype(r.stats_dtype);
-  m.set_compute(device, dtype);
-  const int64_t n_blocks = m.num_blocks();
-
-  report::RunReport rep;
-  rep.recipe = recipe_to_json(r);
-  rep.model = job.model_dir.string();
-  rep.output = job.out_dir.string();
-  rep.blocks_total = n_blocks;
-  rep.extra["memory_estimate"] = memory_estimate(m, r, dtype);
-  const auto& est = rep.extra["memory_estimate"];
-  spdlog::info("memory estimate: host activations {:.2f} GiB; device: block weights {:.2f} GiB + statistics <= {:.2f} "
-               "GiB + solver {:.2f} GiB + batch {:.2f} GiB",
-               est["host_activations_gib"].get<double>(), est["device_block_weights_gib"].get<double>(),
-               est["device_statistics_gib_at_most"].get<double>(), est["device_solver_gib"].get<double>(),
-               est["device_batch_activations_gib"].get<double>());
-
-  int64_t start_block = 0;
-  at::Tensor inputs;  // [nsamples, seqlen, hidden] on the host, compute dtype: the current block's inputs
-  auto phase = [&](const char* name, double seconds) { rep.phase_seconds[name] += seconds; };
-
-  if (job.resume) {
-    const json state = io::read_json_file(state_dir(job) / "state.json");
-    start_block = state.at("next_block");
-    for (const auto& l : state.at("layers")) rep.layers.push_back(report::layer_from_json(l));
-    for (const auto& [k, v] : state.at("phase_seconds").items()) rep.phase_seconds[k] = v;
-    rep.extra["calibration"] = state.at("calibration");
-    for (int64_t b = 0; b < start_block; ++b) {
-      io::SafetensorsFile f(block_file(job, b));
-      for (const auto& e : f.entries()) m.set_tensor(e.name, f.tensor(e.name));
-    }
-    inputs = io::SafetensorsFile(state_dir(job) / "inputs.safetensors").tensor("inputs").clone();
-    spdlog::info("resuming at block {}/{} from {}", start_block + 1, n_blocks, state_dir(job).string());
+  OutputDir out(output_request(job));
+  if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
+  StateDir state(out.state_dir());
+  PruneRun run(job, m, *tok);
+  if (out.resume()) {
+    run.restore(state, load_resume_state(job, state));
   } else {
+    const fs::path source = resolve_calibration_source(job.recipe.calib, job.data_dir);
+    run.capture_inputs(source, resume_key(job, source));
+    state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
+  }
+
+  report::RunReport& rep = run.report();
+  Progress progress("block", rep.blocks_total);
+  for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
+    if (job.stop_after >= 0 && done >= job.stop_after) break;
+    auto pruned = run.prune_next_block();
     const auto t0 = std::chrono::steady_clock::now();
-    const auto source = resolve_calibration_source(r.calib, job.data_dir);
-    CalibrationOptions copt{r.calib, r.nsamples, r.seqlen, r.seed};
-    const at::Tensor ids = sample_windows(read_documents(source), *tok, copt);
-    rep.extra["calibration"] = {{"file", source.string()}, {"windows", r.nsamples}, {"seqlen", r.seqlen}, {"seed", r.seed}};
-    spdlog::info("calibration: {} windows of {} tokens from {}", r.nsamples, r.seqlen, source.string());
-    inputs = at::empty({r.nsamples, r.seqlen, m.config().hidden_size}, at::TensorOptions().dtype(dtype));
-    for (int64_t i = 0; i < r.nsamples; i += r.batch_size) {
-      const int64_t n = std::min(r.batch_size, r.nsamples - i);
-      inputs.slice(0, i, i + n).copy_(m.embed(ids.slice(0, i, i + n).to(device)));
-    }
-    phase("calibration", seconds_since(t0));
-    std::error_code ec;
-    fs::remove_all(state_dir(job), ec);  // a previous, abandoned run's state (with --overwrite)
-    fs::create_directories(state_dir(job));
+    state.save(run.state(), pruned, run.inputs());
+    rep.phase_seconds["save_state"] += seconds_since(t0);
+    progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
   }
-
-  MethodCache methods;
-  Progress progress("block", n_blocks);
-  at::Tensor outputs = at::empty_like(inputs);
-  int64_t done_this_run = 0;
-  for (int64_t b = start_block; b < n_blocks; ++b) {
-    if (job.stop_after >= 0 && done_this_run >= job.stop_after) break;
-    m.load_block(b);
-
-    // Statistics pass on the block as it is (SPEC §5): every linear of the block sees dense-block inputs.
-    auto t0 = std::chrono::steady_clock::now();
-    BlockStats stats(device, stats_dtype);
-    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) { stats.observe(linear, x); };
-    for (int64_t i = 0; i < r.nsamples; i += r.batch_size) {
-      const int64_t n = std::min(r.batch_size, r.nsamples - i);
-      m.block_forward(b, inputs.slice(0, i, i + n).to(device), &observer);
-      stats.end_forward();
-    }
-    phase("statistics", seconds_since(t0));
-
-    t0 = std::chrono::steady_clock::now();
-    std::vector<std::pair<std::string, at::Tensor>> pruned;
-    const auto linears = m.linear_names();
-    const auto jobs = plan_block(m, r, b);
-    for (size_t li = 0; li < jobs.size(); ++li) {
-      const LayerJob& lj = jobs[li];
-      report::LayerReport lr;
-      lr.block = b;
-      lr.name = lj.name;
-      const at::Tensor W0 = m.tensor(lj.weight);
-      lr.shape = W0.sizes().vec();
-      if (lj.plan.skip) {
-        lr.skipped = true;
-        rep.layers.push_back(lr);
-        spdlog::info("block {}/{} {}: skipped (left dense)", b + 1, n_blocks, linears[li]);
-        continue;
-      }
-      const LayerStats& s = stats.at(linears[li]);
-      prune::LayerProblem problem;
-      problem.W0 = W0.to(device, at::kFloat);
-      problem.G = s.gram().to(at::kFloat);
-      problem.mean = s.mean();
-      problem.tokens = s.tokens();
-      problem.name = lj.name;
-      if (!job.dump_problems.empty()) prune::save_problem(job.dump_problems / (lj.name + ".safetensors"), problem);
-
-      const auto pattern = prune::Pattern::parse(lj.plan.pattern);
-      const auto refine = prune::parse_refine(lj.plan.refine);
-      try {
-        prune::PcgOptions pcg;
-        pcg.iterations = r.pcg_iterations;
-        const prune::LayerResult res =
-            prune::solve_layer(methods.get(lj.plan.method, lj.plan.options), problem, pattern, refine, pcg);
-        lr.seconds = res.seconds;
-        lr.rel_error = res.rel_error;
-        lr.refine_seconds = res.refine_seconds;
-        lr.rel_error_refined = res.rel_error_refined;
-        lr.sparsity = res.sparsity;
-        if (lj.plan.method == "alps") {
-          lr.iterations = res.solution.iterations;
-          lr.rho = res.solution.rho;
-        }
-        m.set_tensor(lj.weight, res.W);
-      } catch (const Error& e) {
-        ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
-      }
-      lr.method = lj.plan.method;
-      lr.pattern = pattern.str();
-      lr.refine = lj.plan.refine;
-      pruned.emplace_back(lj.weight, m.tensor(lj.weight));
-      spdlog::info("block {}/{} {}: {} {} sparsity {:.3f} err {:.4e}{} ({:.2f}s{})", b + 1, n_blocks, linears[li],
-                   lr.method, lr.pattern, lr.sparsity, lr.rel_error,
-                   lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
-                   lr.seconds, lr.iterations ? fmt::format(", {} iterations, rho {:.3g}", *lr.iterations, *lr.rho) : "");
-      rep.layers.push_back(lr);
-    }
-    stats.clear();
-    phase("solve", seconds_since(t0));
-
-    // The next block sees what the *pruned* block produces, so errors do not compound unnoticed (SPEC §5).
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < r.nsamples; i += r.batch_size) {
-      const int64_t n = std::min(r.batch_size, r.nsamples - i);
-      outputs.slice(0, i, i + n).copy_(m.block_forward(b, inputs.slice(0, i, i + n).to(device)));
-    }
-    std::swap(inputs, outputs);
-    m.unload_block(b);
-    phase("pruned_forward", seconds_since(t0));
-
-    // Resume state: this block's weights, the next inputs, then state.json last (it is what --resume trusts).
-    t0 = std::chrono::steady_clock::now();
-    io::save_safetensors(block_file(job, b), pruned);
-    io::save_safetensors(state_dir(job) / "inputs.safetensors", {{"inputs", inputs}});
-    json layers = json::array();
-    for (const auto& l : rep.layers) layers.push_back(report::to_json(l));
-    rep.blocks_done = b + 1;
-    write_text_staged(state_dir(job) / "state.json", json{{"key", resume_key(job)},
-                                                           {"next_block", b + 1},
-                                                           {"layers", layers},
-                                                           {"phase_seconds", rep.phase_seconds},
-                                                           {"calibration", rep.extra["calibration"]}}
-                                                         .dump(1));
-    phase("save_state", seconds_since(t0));
-    ++done_this_run;
-    progress.step(b + 1, fmt::format("({} linears)", jobs.size()));
-  }
-
-  rep.blocks_done = start_block + done_this_run;
   rep.extra["peak_rss_gib"] = peak_rss_gib();
-  if (rep.blocks_done < n_blocks) {
-    spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done, n_blocks);
+  if (rep.blocks_done < rep.blocks_total) {
+    spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done,
+                 rep.blocks_total);
     return rep;
   }
-
-  if (!r.eval.empty()) {
-    // The pruned model as it is in memory, evaluated before the checkpoint is written so the report holds the result.
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<eval::Dataset> datasets;
-    for (const auto& spec : r.eval) datasets.push_back(eval::resolve_dataset(spec, job.data_dir));
-    eval::PerplexityOptions popt;
-    popt.seqlen = std::min<int64_t>(r.eval_seqlen > 0 ? r.eval_seqlen : 2048, m.config().max_positions);
-    popt.batch_size = 1;
-    m.load_all();
-    for (const auto& res : eval::evaluate(m, *tok, datasets, popt))
-      rep.eval.push_back(eval::to_json(res));
-    phase("eval", seconds_since(t0));
-  }
-
-  rep.complete = true;
-  const auto t0 = std::chrono::steady_clock::now();
-  model::SaveOptions save;
-  // The report travels inside the staged checkpoint, so the directory appears complete, report included, at once.
-  save.extra_files["alps-report.json"] = report::to_json(rep).dump(2);
-  m.save(job.out_dir, save);
-  rep.phase_seconds["save"] = seconds_since(t0);
-  spdlog::info("wrote {} in {}", job.out_dir.string(), format_duration(rep.phase_seconds["save"]));
+  run.evaluate();
+  write_output(out, m, rep);
   return rep;
 }
 

@@ -92,6 +92,7 @@ json to_json(const RunReport& r) {
           {"phase_seconds", r.phase_seconds},
           {"layers", layers},
           {"eval", r.eval},
+          {"files", r.files},
           {"extra", r.extra}};
 }
 

@@ -218,10 +218,12 @@ TEST(Checkpoint, ShardedSaveRoundTripWithModifiedWeights) {
   at::Tensor ids = at::randint(0, 96, {2, 9}, at::kLong);
   EXPECT_TRUE(r.forward(ids).equal(m.forward(ids)));
 
-  // An existing output is replaced as a whole, and saving over the loaded checkpoint is refused.
-  m.save(tmp / "out");
-  EXPECT_FALSE(fs::exists(tmp / "out" / "model.safetensors.index.json"));
+  // An existing checkpoint is never replaced (nor deleted), and saving over the loaded checkpoint is refused.
+  EXPECT_THROW(m.save(tmp / "out"), Error);
+  EXPECT_TRUE(fs::exists(tmp / "out" / "model.safetensors.index.json"));
   EXPECT_THROW(r.save(tmp / "out"), Error);
+  m.save(tmp / "out2");
+  expect_same_tensors(m, CausalLM::load(tmp / "out2"));
 }
 
 }  // namespace

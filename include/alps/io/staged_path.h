@@ -15,7 +15,8 @@ class StagedPath {
   /// Where to write: "<dir>/.<name>.tmp-<pid>".
   const std::filesystem::path& temp() const { return temp_; }
   const std::filesystem::path& final_path() const { return final_; }
-  /// Renames temp() onto final_path(), replacing an existing file or directory there.
+  /// Syncs temp() to disk and renames it onto final_path(): atomically replacing a file there, while a directory
+  /// is only ever moved onto a missing or empty one (a non-empty directory is an error, never deleted).
   void commit();
 
  private:

@@ -25,9 +25,6 @@ using LinearObserver = std::function<void(const std::string& linear, const at::T
 struct SaveOptions {
   /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
   int64_t max_shard_bytes = 5'000'000'000;
-  /// Further files (name -> content) written into the staged directory before it is renamed into place, e.g. the
-  /// pruning report, so that they appear together with the checkpoint.
-  std::map<std::string, std::string> extra_files;
 };
 
 class Architecture;  // per-family forward (llama.cc, opt.cc)
@@ -79,8 +76,12 @@ class CausalLM {
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
   void set_tensor(const std::string& name, const at::Tensor& value);
 
-  /// Writes a checkpoint directory in the input's layout (config.json, generation_config.json, tokenizer files
-  /// copied, safetensors sharded above SaveOptions::max_shard_bytes), staged under a temporary name and renamed.
+  /// Writes the checkpoint files in the input's layout (config.json, generation_config.json, tokenizer files
+  /// copied, safetensors sharded above SaveOptions::max_shard_bytes) into the existing directory `dir`; returns
+  /// the names of the files written.
+  std::vector<std::string> write_files(const std::filesystem::path& dir, const SaveOptions& options = {}) const;
+  /// Writes a new checkpoint directory: staged under a temporary name and renamed into place, so it appears
+  /// complete or not at all. An existing `out_dir` that is not empty is refused, never replaced.
   void save(const std::filesystem::path& out_dir, const SaveOptions& options = {}) const;
 
  private:

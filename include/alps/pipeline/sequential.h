@@ -16,21 +16,17 @@ struct PruneJob {
   std::filesystem::path out_dir;
   std::filesystem::path data_dir;        ///< for "c4" calibration and evaluation datasets
   Recipe recipe;
-  bool overwrite = false;                ///< replace an existing output directory
+  bool overwrite = false;                ///< replace an existing alps output directory
   bool resume = false;                   ///< continue from the state saved in out_dir
   int64_t stop_after = -1;               ///< prune at most this many blocks in this run, then stop resumably
   std::filesystem::path dump_problems;   ///< when set, every layer problem is written there (solve-layer format)
 };
 
-/// Checks everything that can be checked before work starts (recipe, pattern vs every layer's shape, methods and
-/// their options, calibration file, output directory); throws alps::Error naming what is wrong.
-void validate_job(const PruneJob& job);
-
-/// Runs the job. The pruned checkpoint and alps-report.json appear in out_dir only when the run completes; until
-/// then out_dir holds only the resume state. Returns the report ("complete" false when stopped early).
+/// Runs the job after checking everything that can be checked before any work (recipe, pattern against every
+/// layer's shape, methods and their options, calibration file, output directory: see output_dir.h); throws
+/// alps::Error naming what is wrong. The pruned checkpoint and alps-report.json replace out_dir in one step when the
+/// run completes; until then out_dir holds what it held plus the resume state. Returns the report ("complete" false
+/// when stopped early by stop_after).
 report::RunReport run_prune(const PruneJob& job);
-
-/// Name of the resume-state subdirectory inside the output directory.
-inline constexpr const char* kStateDir = ".alps-state";
 
 }  // namespace alps::pipeline

@@ -38,6 +38,9 @@ struct RunReport {
   std::map<std::string, double> phase_seconds;  ///< calibration, statistics, solve, pruned_forward, save, eval
   nlohmann::json eval = nlohmann::json::array();
   nlohmann::json extra = nlohmann::json::object();  ///< memory estimate, calibration details
+  /// Every file alps wrote into the output directory besides the report ({"name", "bytes"}): what a later
+  /// --overwrite may replace; anything else found there is the user's and stops it.
+  nlohmann::json files = nlohmann::json::array();
 };
 
 nlohmann::json to_json(const LayerReport& r);

@@ -1,0 +1,23 @@
+#pragma once
+// Fingerprints of input files, so that a resumed run can tell whether its inputs are still the ones it started from:
+// size and modification time of each file, plus a hash of its content (of the header only, for safetensors files,
+// whose data can be gigabytes; the size and time stand for the data).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace alps::io {
+
+/// {"bytes", "mtime_ns", "hash"} of one file; `header_only` hashes a safetensors file's 8-byte length and JSON header.
+nlohmann::json fingerprint_file(const std::filesystem::path& file, bool header_only = false);
+
+/// {file name: fingerprint} for every file of a checkpoint directory that loading the model or its tokenizer can
+/// read (*.json, *.safetensors, *.model, *.txt); other files (a README, notes) may change without consequence.
+nlohmann::json fingerprint_checkpoint_dir(const std::filesystem::path& dir);
+
+/// One line per difference between two fingerprints of the same thing, e.g. "model.safetensors: size 10 -> 12";
+/// `saved` and `now` are either single-file fingerprints or directory maps. Empty when they match.
+std::vector<std::string> fingerprint_differences(const nlohmann::json& saved, const nlohmann::json& now);
+
+}  // namespace alps::io

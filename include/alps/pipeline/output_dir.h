@@ -1,0 +1,81 @@
+#pragma once
+// The output directory of `alps prune` and the rules that keep users' data safe around it:
+// - alps replaces only what it wrote: an empty directory, or one holding an alps checkpoint (its report lists every
+//   file alps put there) and/or the resume state of an interrupted run; anything else is refused before any work;
+// - never the input model, anything containing it or inside it, nor the current directory or one of its parents;
+// - one run per output directory (an flock on it, released by the kernel when the process dies);
+// - the new checkpoint is built in a staging directory beside the output and swapped in by one atomic rename, so at
+//   every instant the path holds either the previous output or the new one, complete;
+// - staging or replaced directories left by runs that died are recognised by name and owner pid and cleaned.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "alps/io/dir_lock.h"
+
+namespace alps::pipeline {
+
+/// Name of the resume-state subdirectory inside the output directory.
+inline constexpr const char* kStateDir = ".alps-state";
+/// The run report, written into the checkpoint directory; its "files" list is what alps may later replace.
+inline constexpr const char* kReportFile = "alps-report.json";
+
+struct OutputRequest {
+  std::filesystem::path out;
+  std::filesystem::path model_dir;      ///< never written, nor anything containing it
+  std::filesystem::path dump_problems;  ///< optional; must lie outside `out` (it would be replaced with it)
+  bool overwrite = false;
+  bool resume = false;
+};
+
+/// What an output path holds today.
+struct OutputContents {
+  bool exists = false;
+  bool complete = false;      ///< an alps checkpoint with its report
+  bool has_state = false;     ///< resume state (state.json) of an interrupted run
+  int64_t blocks_saved = 0;   ///< blocks that state covers
+  std::vector<std::string> foreign;  ///< entries alps did not write (refused even with --overwrite)
+};
+OutputContents inspect_output(const std::filesystem::path& out);
+
+/// Absolute and lexically normal, without a trailing separator: "out/", "./out/." and "a/../out" name "out".
+std::filesystem::path normalize_output_path(const std::filesystem::path& out);
+
+/// Every check on the output path that needs no lock, done before any work; throws alps::Error saying why. It
+/// writes nothing, except that it removes (or completes the commit of) what dead alps runs left beside the output.
+void check_output_request(const OutputRequest& req);
+
+class OutputDir {
+ public:
+  /// Checks the request again, creates the output directory (and missing parents), locks it and decides, from what
+  /// it holds and the flags, whether this run resumes (resume()) or starts afresh with an empty state.
+  explicit OutputDir(const OutputRequest& req);
+
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+  ~OutputDir();
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path state_dir() const { return path_ / kStateDir; }
+  bool resume() const { return resume_; }
+
+  /// An empty directory beside the output (same file system, so the final rename is atomic) to write the new
+  /// checkpoint into.
+  std::filesystem::path begin_staging();
+  /// Makes the staged checkpoint the output in one atomic step, then removes what it replaced, resume state included.
+  void commit();
+
+ private:
+  std::filesystem::path sibling(const char* kind) const;
+
+  std::filesystem::path path_;
+  std::optional<io::DirLock> lock_;
+  std::optional<io::DirLock> staging_lock_;
+  std::filesystem::path staging_;
+  bool created_ = false;    // this run made the directory: remove it again if the run saves nothing
+  bool resume_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace alps::pipeline

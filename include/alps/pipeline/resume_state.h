@@ -1,0 +1,50 @@
+#pragma once
+// The resume state of an interrupted `alps prune`, kept in OUT/.alps-state: the pruned weights of every finished
+// block, the inputs of the next block, and state.json, which names them. state.json is written last and is the only
+// file a resumed run trusts: what it names is written and synced before it, what it no longer names is removed after.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace alps::pipeline {
+
+struct ResumeState {
+  nlohmann::json key;  ///< what must be the same for the continuation to equal an uninterrupted run
+  int64_t next_block = 0;
+  nlohmann::json layers = nlohmann::json::array();         ///< layer reports of the finished blocks
+  nlohmann::json phase_seconds = nlohmann::json::object();
+  nlohmann::json calibration = nlohmann::json::object();
+};
+
+class StateDir {
+ public:
+  explicit StateDir(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  /// Saves the state reached before block `s.next_block`: that block's predecessor's pruned weights (none when
+  /// next_block is 0), the inputs of block next_block, then state.json; then removes what it superseded.
+  void save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
+            const at::Tensor& next_inputs);
+  /// Reads state.json and checks that every file it names is there; errors say what is damaged and what to do.
+  ResumeState load() const;
+  /// Pruned weights of block `b`, as saved.
+  std::vector<std::pair<std::string, at::Tensor>> load_block(int64_t b) const;
+  /// The inputs of block `s.next_block`, on the host.
+  at::Tensor load_inputs(const ResumeState& s) const;
+
+ private:
+  std::filesystem::path block_file(int64_t b) const;
+  std::filesystem::path inputs_file(int64_t b) const;
+  void remove_unreferenced(int64_t next_block) const;
+  std::filesystem::path dir_;
+};
+
+/// One line per field in which two resume keys differ, naming it ("recipe field \"pattern\": ...",
+/// "model file config.json: content changed", ...). Empty when they match.
+std::vector<std::string> resume_key_differences(const nlohmann::json& saved, const nlohmann::json& now);
+
+}  // namespace alps::pipeline

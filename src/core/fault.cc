@@ -1,0 +1,32 @@
+#include "alps/core/fault.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+namespace alps {
+
+bool fault_enabled(std::string_view name) {
+  const char* env = std::getenv("ALPS_TEST_FAULT");
+  if (env == nullptr) return false;
+  const std::string_view list(env);
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    if (list.substr(start, end - start) == name) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+void crash_point(std::string_view name) {
+  if (std::getenv("ALPS_TEST_FAULT") == nullptr) return;
+  // "crash:NAME" fires the first time the point is reached, "crash:NAME@K" the K-th time.
+  static std::map<std::string, int, std::less<>> reached;
+  const int k = ++reached[std::string(name)];
+  const std::string point = "crash:" + std::string(name);
+  if ((k == 1 && fault_enabled(point)) || fault_enabled(point + "@" + std::to_string(k))) std::raise(SIGKILL);
+}
+
+}  // namespace alps

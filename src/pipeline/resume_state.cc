@@ -1,0 +1,153 @@
+#include "alps/pipeline/resume_state.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+
+#include "alps/core/error.h"
+#include "alps/core/fault.h"
+#include "alps/io/fingerprint.h"
+#include "alps/io/safetensors.h"
+#include "alps/io/staged_path.h"
+#include "alps/io/text_files.h"
+
+namespace alps::pipeline {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int kStateFormat = 2;
+constexpr const char* kStateFile = "state.json";
+
+void write_text_staged(const fs::path& path, const std::string& text) {
+  io::StagedPath staged(path);
+  {
+    std::ofstream out(staged.temp());
+    out << text;
+    ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
+  }
+  staged.commit();
+}
+
+// "block-00003.safetensors" -> 3; -1 for any other name.
+int64_t numbered(const std::string& name, const std::string& prefix) {
+  const std::string suffix = ".safetensors";
+  if (name.size() != prefix.size() + 5 + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  int64_t v = 0;
+  for (size_t i = prefix.size(); i < prefix.size() + 5; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+fs::path StateDir::block_file(int64_t b) const { return dir_ / fmt::format("block-{:05d}.safetensors", b); }
+fs::path StateDir::inputs_file(int64_t b) const { return dir_ / fmt::format("inputs-{:05d}.safetensors", b); }
+
+void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
+                    const at::Tensor& next_inputs) {
+  if (s.next_block > 0) io::save_safetensors(block_file(s.next_block - 1), block_weights);
+  crash_point("state-block-saved");
+  // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
+  io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}});
+  crash_point("state-inputs-saved");
+  write_text_staged(dir_ / kStateFile, json{{"format", kStateFormat},
+                                            {"key", s.key},
+                                            {"next_block", s.next_block},
+                                            {"layers", s.layers},
+                                            {"phase_seconds", s.phase_seconds},
+                                            {"calibration", s.calibration}}
+                                           .dump(1));
+  crash_point("state-json-saved");
+  remove_unreferenced(s.next_block);
+}
+
+void StateDir::remove_unreferenced(int64_t next_block) const {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    const int64_t block = numbered(name, "block-"), inputs = numbered(name, "inputs-");
+    const bool stale = (block >= next_block) || (inputs >= 0 && inputs != next_block) ||
+                       (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos);
+    if (stale) fs::remove(e.path(), ec);
+  }
+}
+
+ResumeState StateDir::load() const {
+  const fs::path file = dir_ / kStateFile;
+  const json doc = io::read_json_file(file);
+  const int format = doc.value("format", 1);
+  ALPS_CHECK(format == kStateFormat, file.string(), " was written by another version of alps (state format ", format,
+             ", this alps reads ", kStateFormat, "): pass --overwrite to start over");
+  ResumeState s;
+  try {
+    s.key = doc.at("key");
+    s.next_block = doc.at("next_block").get<int64_t>();
+    s.layers = doc.at("layers");
+    s.phase_seconds = doc.at("phase_seconds");
+    s.calibration = doc.at("calibration");
+  } catch (const json::exception& e) {
+    ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
+  }
+  ALPS_CHECK(s.next_block >= 0, file.string(), ": next_block must be >= 0, got ", s.next_block);
+  for (int64_t b = 0; b <= s.next_block; ++b) {
+    const fs::path f = b < s.next_block ? block_file(b) : inputs_file(b);
+    ALPS_CHECK(fs::is_regular_file(f), "resume state in ", dir_.string(), " is damaged: ", f.filename().string(),
+               " is missing; pass --overwrite to start over");
+  }
+  remove_unreferenced(s.next_block);  // leftovers of the run that died while saving
+  return s;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> StateDir::load_block(int64_t b) const {
+  io::SafetensorsFile f(block_file(b));
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& e : f.entries()) out.emplace_back(e.name, f.tensor(e.name).clone());
+  return out;
+}
+
+at::Tensor StateDir::load_inputs(const ResumeState& s) const {
+  return io::SafetensorsFile(inputs_file(s.next_block)).tensor("inputs").clone();
+}
+
+namespace {
+
+// Leaf by leaf, so that a nested recipe field is named in full ("calibration.seed").
+void recipe_differences(const json& a, const json& b, const std::string& prefix, std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const auto& k : keys)
+      recipe_differences(a.contains(k) ? a[k] : json(), b.contains(k) ? b[k] : json(), prefix.empty() ? k : prefix + "." + k,
+                         out);
+  } else if (a != b) {
+    out.push_back(fmt::format("recipe field \"{}\": the interrupted run used {}, this command gives {}", prefix,
+                              a.dump(), b.dump()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> resume_key_differences(const json& saved, const json& now) {
+  std::vector<std::string> out;
+  const json empty = json::object();
+  recipe_differences(saved.value("recipe", empty), now.value("recipe", empty), "", out);
+  for (const auto& line : io::fingerprint_differences(saved.value("model", empty), now.value("model", empty)))
+    out.push_back("model file " + line);
+  const json ca = saved.value("calibration", json()), cb = now.value("calibration", json());
+  if (ca.is_object() && cb.is_object()) {
+    for (const auto& line : io::fingerprint_differences(ca.value("file", empty), cb.value("file", empty)))
+      out.push_back("calibration file " + cb.value("source", std::string()) + ": " + line);
+  }
+  return out;
+}
+
+}  // namespace alps::pipeline
