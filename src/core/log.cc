@@ -39,8 +39,12 @@ std::string format_duration(double seconds) {
   return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
 }
 
-Progress::Progress(std::string what, int64_t total, double min_interval)
-    : what_(std::move(what)), total_(total), min_interval_(min_interval), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(std::string what, int64_t total, double min_interval, int64_t already_done)
+    : what_(std::move(what)),
+      total_(total),
+      min_interval_(min_interval),
+      already_done_(already_done),
+      start_(std::chrono::steady_clock::now()) {}
 
 double Progress::elapsed_seconds() const { return seconds_since(start_); }
 
@@ -48,7 +52,9 @@ void Progress::step(int64_t done, std::string_view label) {
   const double elapsed = elapsed_seconds();
   if (done != total_ && last_log_ >= 0 && elapsed - last_log_ < min_interval_) return;
   last_log_ = elapsed;
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - done) : NAN;
+  const int64_t done_here = done - already_done_;
+  const double eta =
+      done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(total_ - done) : NAN;
   spdlog::info("{} {}/{} {} | elapsed {} | ETA {}", what_, done, total_, label, format_duration(elapsed),
                format_duration(eta));
 }

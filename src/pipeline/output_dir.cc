@@ -77,7 +77,8 @@ Start decide_start(const fs::path& p, const OutputContents& c, const OutputReque
   }
   if (req.overwrite) return Start::kFresh;
   ALPS_CHECK(!(c.has_state && c.blocks_saved > 0), "output directory ", p.string(), " holds an interrupted run (",
-             c.blocks_saved, " blocks done): pass --resume to continue it or --overwrite to start over");
+             c.blocks_saved, c.blocks_saved == 1 ? " block" : " blocks",
+             " done): pass --resume to continue it or --overwrite to start over");
   ALPS_CHECK(!c.complete, "output directory ", p.string(),
              " already holds a pruned checkpoint: pass --overwrite to replace it (the old one stays until the new one "
              "is complete)");

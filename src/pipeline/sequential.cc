@@ -437,7 +437,7 @@ report::RunReport run_prune(const PruneJob& job) {
   }
 
   report::RunReport& rep = run.report();
-  Progress progress("block", rep.blocks_total);
+  Progress progress("block", rep.blocks_total, 0, run.next_block());
   for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
     if (job.stop_after >= 0 && done >= job.stop_after) break;
     auto pruned = run.prune_next_block();

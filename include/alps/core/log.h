@@ -17,7 +17,8 @@ LogLevel parse_log_level(std::string_view name);
 /// `min_interval` seconds (the first and last steps always).
 class Progress {
  public:
-  Progress(std::string what, int64_t total, double min_interval = 0);
+  /// `already_done`: items finished before this process started (a resumed run); the ETA uses this run's rate.
+  Progress(std::string what, int64_t total, double min_interval = 0, int64_t already_done = 0);
   /// Marks item `done` (1-based count of finished items) and logs with `label`.
   void step(int64_t done, std::string_view label);
   double elapsed_seconds() const;
@@ -26,6 +27,7 @@ class Progress {
   std::string what_;
   int64_t total_;
   double min_interval_;
+  int64_t already_done_;
   std::chrono::steady_clock::time_point start_;
   double last_log_ = -1;
 };
