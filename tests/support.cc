@@ -50,13 +50,14 @@ std::string quote(const std::string& s) {
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
+}  // namespace
+
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
+  std::ifstream in(p, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-}  // namespace
 
 CliResult run_cli(const std::vector<std::string>& args, const CliContext& context) {
 #ifndef ALPS_CLI_PATH

@@ -18,6 +18,9 @@ std::filesystem::path data_dir();
 /// The repository root (for configs/ and scripts/).
 std::filesystem::path source_dir();
 
+/// The whole content of a file (empty if it cannot be read).
+std::string slurp(const std::filesystem::path& path);
+
 /// A fresh directory removed when the object goes out of scope.
 class TempDir {
  public:

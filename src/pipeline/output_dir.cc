@@ -76,9 +76,10 @@ Start decide_start(const fs::path& p, const OutputContents& c, const OutputReque
     return Start::kNothingToResume;
   }
   if (req.overwrite) return Start::kFresh;
-  ALPS_CHECK(!(c.has_state && c.blocks_saved > 0), "output directory ", p.string(), " holds an interrupted run (",
-             c.blocks_saved, c.blocks_saved == 1 ? " block" : " blocks",
-             " done): pass --resume to continue it or --overwrite to start over");
+  ALPS_CHECK(!(c.has_state && c.blocks_saved != 0), "output directory ", p.string(), " holds an interrupted run (",
+             c.blocks_saved < 0 ? "its state.json cannot be read"
+                                : fmt::format("{} block{} done", c.blocks_saved, c.blocks_saved == 1 ? "" : "s"),
+             "): pass --resume to continue it or --overwrite to start over");
   ALPS_CHECK(!c.complete, "output directory ", p.string(),
              " already holds a pruned checkpoint: pass --overwrite to replace it (the old one stays until the new one "
              "is complete)");
@@ -173,7 +174,8 @@ OutputContents inspect_output(const fs::path& out) {
         c.blocks_saved = io::read_json_file(state / kStateFile).at("next_block").get<int64_t>();
         c.has_state = true;
       } catch (const std::exception&) {
-        c.has_state = true;  // damaged: --resume reports what is wrong; --overwrite replaces it
+        c.has_state = true;  // damaged: --resume says what is wrong, --overwrite replaces it, nothing else guesses
+        c.blocks_saved = -1;
       }
     }
   }

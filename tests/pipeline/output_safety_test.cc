@@ -30,12 +30,7 @@ std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string
   return a;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 // Every path below `root` with its content (directories as "/"): a refused run must leave this unchanged.
 std::map<std::string, std::string> snapshot(const fs::path& root) {
@@ -240,6 +235,7 @@ TEST(OutputSafety, AKillWhileSavingTheStateNeverCorruptsTheResumedResult) {
 // Killed at each step of the final commit, replacing a previous output: the path holds the previous output or the
 // new one, complete, and the next run on it ends with the new one and nothing left over.
 struct CommitCrash {
+  const char* name;
   const char* faults;
   bool new_visible;  // what the path holds right after the kill
 };
@@ -285,11 +281,13 @@ TEST_P(CommitCrashes, LeaveThePreviousOrTheNewOutputWhole) {
 
 INSTANTIATE_TEST_SUITE_P(
     EachStep, CommitCrashes,
-    ::testing::Values(CommitCrash{"crash:commit-staged", false}, CommitCrash{"crash:commit-exchanged", true},
-                      CommitCrash{"crash:commit-state-removed", true},
-                      CommitCrash{"no-exchange,crash:commit-moved-aside", true},
-                      CommitCrash{"no-exchange,crash:commit-renamed", true},
-                      CommitCrash{"no-exchange,crash:commit-state-removed", true}));
+    ::testing::Values(CommitCrash{"Staged", "crash:commit-staged", false},
+                      CommitCrash{"Exchanged", "crash:commit-exchanged", true},
+                      CommitCrash{"StateRemoved", "crash:commit-state-removed", true},
+                      CommitCrash{"FallbackMovedAside", "no-exchange,crash:commit-moved-aside", true},
+                      CommitCrash{"FallbackRenamed", "no-exchange,crash:commit-renamed", true},
+                      CommitCrash{"FallbackStateRemoved", "no-exchange,crash:commit-state-removed", true}),
+    [](const ::testing::TestParamInfo<CommitCrash>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace alps

@@ -28,12 +28,7 @@ std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string
   return a;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::slurp;
 
 // Zeros a method must leave in a [rows, cols] layer at unstructured sparsity s (SPEC §2 and §4).
 int64_t expected_zeros(const std::string& method, double s, int64_t rows, int64_t cols) {

@@ -34,7 +34,7 @@ struct OutputContents {
   bool exists = false;
   bool complete = false;      ///< an alps checkpoint with its report
   bool has_state = false;     ///< resume state (state.json) of an interrupted run
-  int64_t blocks_saved = 0;   ///< blocks that state covers
+  int64_t blocks_saved = 0;   ///< blocks that state covers; -1 when its state.json cannot be read
   std::vector<std::string> foreign;  ///< entries alps did not write (refused even with --overwrite)
 };
 OutputContents inspect_output(const std::filesystem::path& out);
