@@ -175,6 +175,13 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   ALPS_CHECK(r.seqlen <= m.config().max_positions, "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
   validate_plans(m, r);
+  if (!job.dump_problems.empty() && fs::exists(job.dump_problems)) {
+    // Problem files are written as blocks finish: a clash found hours in would either stop the run or lose a file.
+    for (int64_t b = 0; b < m.num_blocks(); ++b)
+      for (const auto& j : plan_block(m, r, b))
+        ALPS_CHECK(j.plan.skip || !fs::exists(job.dump_problems / (j.name + ".safetensors")), "--dump-problems ",
+                   job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
+  }
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
   for (const auto& spec : r.eval) eval::resolve_dataset(spec, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",

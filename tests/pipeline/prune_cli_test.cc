@@ -178,6 +178,12 @@ TEST(PruneCli, DumpsProblems) {
   EXPECT_EQ(p.entry("weight").shape, (std::vector<int64_t>{64, 172}));
   EXPECT_EQ(p.entry("gram").shape, (std::vector<int64_t>{172, 172}));
   EXPECT_EQ(p.metadata().at("tokens"), "1024");  // 8 windows x 128 tokens
+  // A second dump into the same directory would overwrite those files: refused before any work.
+  const auto again = test::run_cli(prune_args(dir / "out2", {"--method", "magnitude", "--sparsity", "0.5",
+                                                             "--dump-problems", (dir / "problems").string()}));
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("already holds model.layers.0."), std::string::npos) << again.err;
+  EXPECT_FALSE(fs::exists(dir / "out2"));
 }
 
 }  // namespace
