@@ -41,7 +41,8 @@ int run_generate(const GenerateArgs& a) {
     const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0))[0][-1];
     // argmax over NaN logits picks an arbitrary token; refuse instead of printing plausible-looking text.
     if (!at::isfinite(logits).all().item<bool>())
-      m.check_finite_result(NAN, "generate: a logit of step " + std::to_string(t));
+      m.check_finite_result(at::isnan(logits).any().item<bool>() ? NAN : INFINITY,
+                            "generate: a logit of step " + std::to_string(t));
     const int64_t next = logits.argmax().item<int64_t>();
     ids.push_back(next);
     if (eos && next == *eos) break;

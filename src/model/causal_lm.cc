@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
@@ -282,9 +283,10 @@ std::string CausalLM::first_non_finite_tensor() const {
 void CausalLM::check_finite_result(double result, const std::string& what) const {
   if (std::isfinite(result)) return;
   const std::string bad = first_non_finite_tensor();
-  ALPS_CHECK(bad.empty(), what, " is ", result, ": tensor ", bad, " holds NaN or Inf");
-  ALPS_FAIL(what, " is ", result, " although every weight in ", state_->dir.string(), " is finite: the forward pass ",
-            "overflowed in ", c10::toString(state_->dtype), " (fp16 ends at 65504; fp32 or bf16 has more range)");
+  const std::string value = std::isnan(result) ? "NaN" : result > 0 ? "+Inf" : "-Inf";
+  ALPS_CHECK(bad.empty(), what, " is ", value, ": tensor ", bad, " holds NaN or Inf");
+  ALPS_FAIL(what, " is ", value, " although every weight in ", state_->dir.string(), " is finite: the forward pass ",
+            "overflowed in ", dtype_name(state_->dtype), " (fp16 ends at 65504; fp32 or bf16 has more range)");
 }
 
 int64_t CausalLM::num_parameters() const {
