@@ -26,6 +26,11 @@ namespace fs = std::filesystem;
                                        << ", max |diff| " << (x - y).abs().max().item<double>() << ")";
 }
 
+double rounding_bound(double n, double scale, double u) {
+  EXPECT_LT(n * u, 0.5) << "no rounding bound for " << n << " roundings";
+  return 2 * n * u / (1 - n * u) * scale;
+}
+
 fs::path data_dir() {
   if (const char* env = std::getenv("ALPS_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return ALPS_TEST_DATA_DIR;

@@ -13,6 +13,12 @@ namespace alps::test {
 ::testing::AssertionResult all_close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol);
 #define EXPECT_ALL_CLOSE(a, b, atol, rtol) EXPECT_TRUE(::alps::test::all_close((a), (b), (atol), (rtol)))
 
+/// Tolerance for two evaluations of one quantity in a dtype of unit roundoff `u` (2^-24 for fp32) that differ only
+/// in rounding: the blocking of sums, the vector width (AVX2 vs AVX-512), the batch shape. Each lies within
+/// gamma_n = n u / (1 - n u) of the exact value relative to `scale`, the magnitude of the terms behind it, where n
+/// is the number of roundings along its longest chain of accumulations; their difference is at most twice that.
+double rounding_bound(double n, double scale, double u = 0x1p-24);
+
 /// ../shared/data as configured at build time ($ALPS_DATA_DIR overrides).
 std::filesystem::path data_dir();
 /// The repository root (for configs/ and scripts/).

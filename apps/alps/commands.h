@@ -3,6 +3,7 @@
 // in `runner`; main() runs it after parsing, inside the one try/catch that turns errors into exit codes.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,21 @@ void print_json(const nlohmann::json& doc);
 nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments);
 /// "a,b,,c" -> {"a", "b", "c"}: the dataset lists of --ppl / --eval.
 std::vector<std::string> split_list(const std::string& text);
+
+// Flag value rules as CLI11 validators: a value outside its range is a usage error (exit 2) reported before
+// anything runs, with the flag's name. Floating-point rules refuse NaN and infinities.
+/// An integer in [lo, hi].
+CLI::Validator int_range(int64_t lo, int64_t hi);
+/// An integer >= lo.
+CLI::Validator int_at_least(int64_t lo);
+/// A finite number in [lo, hi], or [lo, hi) with `hi_open`.
+CLI::Validator real_range(double lo, double hi, bool hi_open = false);
+/// A finite number > 0.
+CLI::Validator positive_real();
+/// 0 (the command's default) or an integer >= 2: a window of one token predicts nothing.
+CLI::Validator seqlen_or_default();
+/// A sparsity in [0, 1) or N:M with 1 <= N <= M (prune::Pattern::parse).
+CLI::Validator pattern_text();
 
 void add_solve_layer_command(CLI::App& app, Runner& runner);
 void add_make_problem_command(CLI::App& app, Runner& runner);

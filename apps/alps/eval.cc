@@ -27,13 +27,13 @@ struct EvalArgs {
 };
 
 int run_eval(const EvalArgs& a) {
+  const std::vector<std::string> specs = split_list(a.ppl);
+  ALPS_USAGE_CHECK(!specs.empty(), "--ppl: expected a comma-separated list of datasets, got '", a.ppl, "'");
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
   ALPS_CHECK(seqlen <= positions, "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
-  const std::vector<std::string> specs = split_list(a.ppl);
-  ALPS_CHECK(!specs.empty(), "--ppl: expected a comma-separated list of datasets, got '", a.ppl, "'");
   const auto data = data_dir(a.data_dir);
   // Resolve every dataset before the slow part so a typo fails at once.
   std::vector<eval::Dataset> datasets;
@@ -76,13 +76,14 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--ppl", a->ppl,
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")
       ->capture_default_str();
-  cmd->add_option("--seqlen", a->seqlen, "Tokens per window (default min(2048, max_position_embeddings))");
+  cmd->add_option("--seqlen", a->seqlen, "Tokens per window, >= 2 (default 0: min(2048, max_position_embeddings))")
+      ->check(seqlen_or_default());
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")
-      ->capture_default_str();
-  cmd->add_option("--batch-size", a->batch_size, "Windows per forward pass")->capture_default_str()->check(
-      CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(int_at_least(0));
+  cmd->add_option("--batch-size", a->batch_size, "Windows per forward pass")->capture_default_str()->check(int_at_least(1));
   add_common_flags(cmd, a->common);
   cmd->callback([a, &runner] { runner = [a] { return run_eval(*a); }; });
 }

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <iostream>
 
 #include "alps/core/device.h"
@@ -37,17 +38,29 @@ int run_generate(const GenerateArgs& a) {
   at::NoGradGuard no_grad;
   // No KV cache: each step reruns the whole prefix, fine for a few dozen tokens of sanity checking.
   for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < m.config().max_positions; ++t) {
-    const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0));
-    const int64_t next = logits[0][-1].argmax().item<int64_t>();
+    const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0))[0][-1];
+    // argmax over NaN logits picks an arbitrary token; refuse instead of printing plausible-looking text.
+    if (!at::isfinite(logits).all().item<bool>())
+      m.check_finite_result(at::isnan(logits).any().item<bool>() ? NAN : INFINITY,
+                            "generate: a logit of step " + std::to_string(t));
+    const int64_t next = logits.argmax().item<int64_t>();
     ids.push_back(next);
     if (eos && next == *eos) break;
   }
+  const std::vector<int64_t> prompt_ids(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt_len));
   const std::vector<int64_t> generated(ids.begin() + static_cast<std::ptrdiff_t>(prompt_len), ids.end());
-  const std::string text = tok->decode(generated);
+  // The continuation's text depends on what precedes it (SentencePiece drops the space of a leading "▁" piece:
+  // "Once upon" + "a time" would print "Once upona time"), so it is the whole decode minus the decoded prompt.
+  // Should the prompt's decode not be a prefix (a multi-byte character split across the boundary), the
+  // continuation decoded alone is the best left.
+  const std::string prompt_text = tok->decode(prompt_ids), full_text = tok->decode(ids);
+  const std::string text = full_text.compare(0, prompt_text.size(), prompt_text) == 0
+                               ? full_text.substr(prompt_text.size())
+                               : tok->decode(generated);
   if (a.common.json) {
     print_json({{"model", a.model},
                 {"prompt", a.prompt},
-                {"prompt_ids", std::vector<int64_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt_len))},
+                {"prompt_ids", prompt_ids},
                 {"ids", generated},
                 {"text", text}});
   } else {
@@ -63,8 +76,9 @@ void add_generate_command(CLI::App& app, Runner& runner) {
   CLI::App* cmd = app.add_subcommand("generate", "Greedy continuation of a prompt (empty prompt: from BOS)");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--prompt", a->prompt, "Text to continue (default empty: start from BOS)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate")->capture_default_str()->check(
-      CLI::NonNegativeNumber);
+  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (stops early at EOS or the model's positions)")
+      ->capture_default_str()
+      ->check(int_at_least(0));
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
   add_common_flags(cmd, a->common);
   cmd->callback([a, &runner] { runner = [a] { return run_generate(*a); }; });

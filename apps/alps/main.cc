@@ -1,14 +1,19 @@
 // alps command line: parses flags, dispatches to one subcommand, and is the only place that turns errors into
 // exit codes (0 ok, 1 failure, 2 usage error).
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <thread>
 
 #include "alps/core/build_info.h"
 #include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
+#include "alps/prune/pattern.h"
 #include "commands.h"
 
 namespace alps::cli {
@@ -25,7 +30,7 @@ nlohmann::json parse_option_assignments(const std::vector<std::string>& assignme
   nlohmann::json out = nlohmann::json::object();
   for (const auto& a : assignments) {
     const auto eq = a.find('=');
-    ALPS_CHECK(eq != std::string::npos && eq > 0, "--option expects key=value, got '", a, "'");
+    ALPS_USAGE_CHECK(eq != std::string::npos && eq > 0, "--option expects key=value, got '", a, "'");
     const std::string value = a.substr(eq + 1);
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
     out[a.substr(0, eq)] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
@@ -44,6 +49,91 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+namespace {
+bool parse_integer(const std::string& text, int64_t& value) {
+  size_t used = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == text.size();
+}
+bool parse_real(const std::string& text, double& value) {
+  size_t used = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return used == text.size() && std::isfinite(value);
+}
+}  // namespace
+
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (parse_integer(text, v) && v >= lo && v <= hi) return "";
+        return fmt::format("expected an integer in [{}, {}], got '{}'", lo, hi, text);
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator int_at_least(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (parse_integer(text, v) && v >= lo) return "";
+        return fmt::format("expected an integer >= {}, got '{}'", lo, text);
+      },
+      fmt::format("INT >= {}", lo));
+}
+
+CLI::Validator real_range(double lo, double hi, bool hi_open) {
+  const std::string range = fmt::format("[{}, {}{}", lo, hi, hi_open ? ")" : "]");
+  return CLI::Validator(
+      [lo, hi, hi_open, range](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v >= lo && (hi_open ? v < hi : v <= hi)) return "";
+        return "expected a number in " + range + ", got '" + text + "'";
+      },
+      "NUMBER in " + range);
+}
+
+CLI::Validator positive_real() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v > 0) return "";
+        return "expected a finite number > 0, got '" + text + "'";
+      },
+      "NUMBER > 0");
+}
+
+CLI::Validator seqlen_or_default() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (parse_integer(text, v) && (v == 0 || v >= 2)) return "";
+        return "expected 0 (the default) or an integer >= 2, got '" + text + "'";
+      },
+      "0 or INT >= 2");
+}
+
+CLI::Validator pattern_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          (void)prune::Pattern::parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "SPARSITY or N:M");
+}
+
 }  // namespace alps::cli
 
 int main(int argc, char** argv) {
@@ -56,9 +146,23 @@ int main(int argc, char** argv) {
   bool quiet = false;
   int threads = 0;
   app.add_flag("--version", version, "Print version, libtorch, CUDA, BLAS and thread count");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
-  app.add_option("--threads", threads, "libtorch intra-op threads (default: libtorch's own; BLAS keeps its threads)");
+  // Every pass starts this many threads at once: far beyond the cores they only contend (100000 of them exhaust
+  // the machine), so the ceiling is a few per core.
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  app.add_option("--threads", threads,
+                 "Threads of libtorch and of alps's own CPU passes, 1 to 4x the cores (default 0: libtorch's own "
+                 "setting, one pass thread per core; BLAS keeps its threads)")
+      ->check(CLI::Validator(
+          [cores](std::string& text) -> std::string {
+            if (alps::cli::int_range(0, 4 * cores)(text).empty()) return "";
+            return fmt::format("expected 0 (the default) or 1 to {} (4x the {} cores), got '{}'", 4 * cores, cores,
+                               text);
+          },
+          "0 or 1..4x cores"));
 
   alps::cli::Runner runner;
   alps::cli::add_solve_layer_command(app, runner);
@@ -84,6 +188,9 @@ int main(int argc, char** argv) {
     return runner();
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const alps::UsageError& e) {
+    spdlog::error("{} ({})", e.what(), e.where());
+    return 2;
   } catch (const alps::Error& e) {
     spdlog::error("{} ({})", e.what(), e.where());
     return 1;

@@ -37,13 +37,16 @@ void add_make_problem_command(CLI::App& app, Runner& runner) {
   auto& o = args->synthetic;
   CLI::App* cmd = app.add_subcommand("make-problem", "Write a synthetic layer problem file");
   cmd->add_option("--out", args->out, "Output .safetensors")->required();
-  cmd->add_option("--rows", o.out, "Output features (rows of W)")->required();
-  cmd->add_option("--cols", o.in, "Input features (columns of W)")->required();
-  cmd->add_option("--tokens", o.tokens, "Calibration tokens T")->required();
+  cmd->add_option("--rows", o.out, "Output features (rows of W)")->required()->check(int_at_least(1));
+  cmd->add_option("--cols", o.in, "Input features (columns of W)")->required()->check(int_at_least(1));
+  cmd->add_option("--tokens", o.tokens, "Calibration tokens T")->required()->check(int_at_least(1));
   cmd->add_option("--seed", o.seed, "Random seed")->capture_default_str();
-  cmd->add_option("--outlier-fraction", o.outlier_fraction, "Fraction of outlier input features")
-      ->capture_default_str();
-  cmd->add_option("--outlier-scale", o.outlier_scale, "How much larger outlier features are")->capture_default_str();
+  cmd->add_option("--outlier-fraction", o.outlier_fraction, "Fraction of outlier input features, in [0, 1]")
+      ->capture_default_str()
+      ->check(real_range(0, 1));
+  cmd->add_option("--outlier-scale", o.outlier_scale, "How much larger outlier features are (> 0)")
+      ->capture_default_str()
+      ->check(positive_real());
   cmd->add_option("--name", args->name, "Layer name stored in the file")->capture_default_str();
   add_common_flags(cmd, args->common, /*with_device=*/false);
   cmd->callback([args, &runner] { runner = [args] { return run_make_problem(*args); }; });

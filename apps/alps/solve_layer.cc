@@ -25,7 +25,7 @@ struct SolveLayerArgs {
 };
 
 int run_solve_layer(const SolveLayerArgs& a) {
-  ALPS_CHECK(a.sparsity.has_value() != !a.pattern.empty(), "give exactly one of --sparsity S or --pattern N:M");
+  ALPS_USAGE_CHECK(a.sparsity.has_value() != !a.pattern.empty(), "give exactly one of --sparsity S or --pattern N:M");
   const prune::Pattern pattern =
       a.sparsity ? prune::Pattern::unstructured(*a.sparsity) : prune::Pattern::parse(a.pattern);
   const prune::Refine refine = prune::parse_refine(a.refine);
@@ -40,7 +40,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
 
   prune::PcgOptions pcg;
   pcg.iterations = a.refine_iterations;
-  const prune::LayerResult res = prune::solve_layer(*method, problem, pattern, refine, pcg);
+  const prune::LayerResult res = prune::solve_layer(*method, problem, pattern, refine, pcg, a.problem);
   const prune::Solution& sol = res.solution;
   const at::Tensor& W = res.W;
   const double seconds = res.seconds;
@@ -98,12 +98,17 @@ void add_solve_layer_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--method", args->method, "Pruning method")
       ->required()
       ->check(CLI::IsMember(prune::method_names()));
-  auto* s = cmd->add_option("--sparsity", args->sparsity, "Unstructured sparsity in [0, 1)");
-  auto* p = cmd->add_option("--pattern", args->pattern, "N:M pattern, e.g. 2:4 (keep N of every M)");
+  auto* s = cmd->add_option("--sparsity", args->sparsity, "Unstructured sparsity in [0, 1)")
+                ->check(real_range(0, 1, /*hi_open=*/true));
+  auto* p = cmd->add_option("--pattern", args->pattern, "N:M pattern, e.g. 2:4 (keep N of every M, 1 <= N <= M)")
+                ->check(pattern_text());
   s->excludes(p);
-  cmd->add_option("--refine", args->refine, "Refit on the support: none, pcg or exact")->capture_default_str();
+  cmd->add_option("--refine", args->refine, "Refit on the support: none, pcg or exact")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "pcg", "exact"}));
   cmd->add_option("--refine-iterations", args->refine_iterations, "PCG iterations for --refine pcg")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_at_least(0));
   cmd->add_option("--option", args->options, "Method option key=value (repeatable), e.g. rho0=0.2");
   cmd->add_option("--out", args->out, "Write the solution in the problem file form (weight = pruned W)");
   add_common_flags(cmd, args->common);

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "alps/core/error.h"
+#include "alps/core/paths.h"
 #include "alps/io/text_files.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -13,7 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path require_file(const fs::path& path, const std::string& what) {
-  ALPS_CHECK(fs::is_regular_file(path), what, ": expected file ", path.string(), " does not exist");
+  require_regular_file(path, what + ": file");
   return path;
 }
 
@@ -39,6 +40,7 @@ Dataset resolve_dataset(const std::string& spec, const fs::path& data_dir) {
   }
   if (spec.rfind("c4=", 0) == 0) return {"c4", require_file(spec.substr(3), "dataset c4"), DatasetKind::kC4};
   const fs::path path(spec);
+  ALPS_CHECK(!fs::is_directory(path), "dataset ", spec, " is a directory, expected a file");
   ALPS_CHECK(fs::is_regular_file(path), "unknown dataset '", spec,
              "': not one of wikitext2, ptb, c4, tinystories, and no such file");
   return {spec, path, io::is_json_records_name(path) ? DatasetKind::kJsonl : DatasetKind::kText};

@@ -49,7 +49,11 @@ PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int6
       nll_sum += nll.to(at::kDouble).sum(1);
     }
     at::Tensor l = (nll_sum / static_cast<double>(seqlen - 1)).cpu();
-    for (int64_t i = 0; i < b; ++i) r.window_nll.push_back(l[i].item<double>());
+    for (int64_t i = 0; i < b; ++i) {
+      r.window_nll.push_back(l[i].item<double>());
+      // A NaN would otherwise come out as a perplexity of nan with success.
+      model.check_finite_result(r.window_nll.back(), "perplexity: the loss of window " + std::to_string(w0 + i));
+    }
     progress.step(w0 + b, "");
   }
   double sum = 0;
@@ -67,7 +71,9 @@ double sequence_nll(const model::CausalLM& model, const std::vector<int64_t>& id
   at::Tensor x = at::tensor(ids, at::kLong).unsqueeze(0);
   at::Tensor logp = at::log_softmax(model.forward(x)[0].narrow(0, 0, n).to(at::kDouble), -1);
   at::Tensor target = x[0].narrow(0, 1, n).to(logp.device()).unsqueeze(1);
-  return -logp.gather(1, target).mean().item<double>();
+  const double nll = -logp.gather(1, target).mean().item<double>();
+  model.check_finite_result(nll, "sequence_nll");
+  return nll;
 }
 
 }  // namespace alps::eval

@@ -77,6 +77,10 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     ::close(fd);
     ALPS_FAIL("cannot stat ", file, ": ", std::strerror(errno));
   }
+  if (!S_ISREG(st.st_mode)) {  // open() succeeds on a directory; mmap would then fail with ENODEV
+    ::close(fd);
+    ALPS_FAIL(file, S_ISDIR(st.st_mode) ? " is a directory, expected a file" : " is not a regular file");
+  }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
     ::close(fd);

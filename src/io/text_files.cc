@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
+#include "alps/core/paths.h"
 
 namespace alps::io {
 
@@ -20,8 +21,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // zlib reads gzip and plain files alike, so every format shares one reader.
 class GzReader {
  public:
-  explicit GzReader(const fs::path& path) : path_(path), file_(gzopen(path.c_str(), "rb"), &gzclose) {
-    ALPS_CHECK(fs::is_regular_file(path), "file ", path.string(), " does not exist");
+  // The kind is checked before gzopen, which opens a directory and fails only at the first read with an errno
+  // message that does not say what is wrong.
+  explicit GzReader(const fs::path& path) : path_(path), file_(open(path), &gzclose) {
     ALPS_CHECK(file_ != nullptr, "cannot open ", path.string());
   }
   /// Next line without its '\n'; false at the end of the file.
@@ -52,6 +54,10 @@ class GzReader {
     int err = Z_OK;
     const char* msg = gzerror(file_.get(), &err);
     ALPS_CHECK(err == Z_OK || err == Z_STREAM_END, path_.string(), ": read error (", msg != nullptr ? msg : "", ")");
+  }
+  static gzFile open(const fs::path& path) {
+    require_regular_file(path);
+    return gzopen(path.c_str(), "rb");
   }
   fs::path path_;
   std::unique_ptr<gzFile_s, int (*)(gzFile)> file_;

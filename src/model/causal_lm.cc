@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
@@ -44,6 +46,29 @@ std::unique_ptr<Architecture> make_architecture(const ModelConfig& c) {
       return make_opt(c);
   }
   ALPS_FAIL("unknown model family for architecture '", c.architecture, "'");
+}
+
+// Shard names come from an editable JSON file; each must name a file inside the model directory, so that a
+// checkpoint never reads (or, resaved, republishes) whatever a crafted index points at. Hugging Face's hub cache is
+// the one layout whose files legitimately resolve elsewhere: snapshots/<revision>/<file> are symlinks into the
+// repository's blobs/ directory.
+void check_shard_name(const fs::path& dir, const std::string& tensor, const std::string& file) {
+  const std::string where =
+      (dir / kIndexFile).string() + ": tensor '" + tensor + "' is placed in shard '" + file + "'";
+  const fs::path rel(file);
+  ALPS_CHECK(!file.empty() && !rel.has_root_path(), where,
+             ", which is not a file name relative to the model directory");
+  for (const fs::path& part : rel)
+    ALPS_CHECK(part != "..", where, ", whose '..' leaves the model directory");
+  const fs::path root = fs::weakly_canonical(dir), target = fs::weakly_canonical(dir / rel);
+  auto inside = [&target](const fs::path& base) {
+    auto [b, t] = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
+    return b == base.end() && t != target.end();
+  };
+  const bool hub_blob = root.parent_path().filename() == "snapshots" &&
+                        inside(root.parent_path().parent_path() / "blobs");
+  ALPS_CHECK(inside(root) || hub_blob, where, ", which resolves to ", target.string(),
+             " outside the model directory ", root.string());
 }
 
 }  // namespace
@@ -95,6 +120,7 @@ CausalLM CausalLM::load(const fs::path& dir) {
     try {
       for (const auto& [name, file] : index.at("weight_map").items()) {
         indexed[name] = file.get<std::string>();
+        check_shard_name(dir, name, indexed[name]);
         if (std::find(file_names.begin(), file_names.end(), indexed[name]) == file_names.end())
           file_names.push_back(indexed[name]);
       }
@@ -244,6 +270,23 @@ void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
   // A private host copy: never alias the caller's tensor or write through to the mapped file.
   it->second = value.detach().to(at::kCPU, it->second.scalar_type()).contiguous().clone();
   if (state_->resident.count(name)) state_->make_resident(name);
+}
+
+std::string CausalLM::first_non_finite_tensor() const {
+  for (const std::string& name : state_->order) {
+    const at::Tensor& t = state_->host.at(name);
+    if (!at::isfinite(t).all().item<bool>()) return name + " in " + (state_->dir / state_->file_of.at(name)).string();
+  }
+  return "";
+}
+
+void CausalLM::check_finite_result(double result, const std::string& what) const {
+  if (std::isfinite(result)) return;
+  const std::string bad = first_non_finite_tensor();
+  const std::string value = std::isnan(result) ? "NaN" : result > 0 ? "+Inf" : "-Inf";
+  ALPS_CHECK(bad.empty(), what, " is ", value, ": tensor ", bad, " holds NaN or Inf");
+  ALPS_FAIL(what, " is ", value, " although every weight in ", state_->dir.string(), " is finite: the forward pass ",
+            "overflowed in ", dtype_name(state_->dtype), " (fp16 ends at 65504; fp32 or bf16 has more range)");
 }
 
 int64_t CausalLM::num_parameters() const {

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "alps/core/error.h"
+#include "alps/core/paths.h"
 #include "alps/io/text_files.h"
 #include "alps/pipeline/py_random.h"
 #include "alps/tokenizer/tokenizer.h"
@@ -13,7 +14,7 @@ namespace alps::pipeline {
 namespace fs = std::filesystem;
 
 std::vector<std::string> read_documents(const fs::path& path) {
-  ALPS_CHECK(fs::is_regular_file(path), "calibration file ", path.string(), " does not exist");
+  require_regular_file(path, "calibration file");
   std::vector<std::string> docs =
       io::is_json_records_name(path) ? io::read_text_records(path) : std::vector<std::string>{io::read_text_file(path)};
   size_t chars = 0;
@@ -24,7 +25,7 @@ std::vector<std::string> read_documents(const fs::path& path) {
 
 fs::path resolve_calibration_source(const std::string& source, const fs::path& data_dir) {
   if (source != "c4") {
-    ALPS_CHECK(fs::is_regular_file(source), "calibration file ", source, " does not exist");
+    require_regular_file(source, "calibration file");
     return source;
   }
   // The full shard SparseGPT reads, then the 1000-document prefix of it that ships with this project's data.

@@ -36,7 +36,9 @@ Pattern Pattern::unstructured(double sparsity) {
 }
 
 Pattern Pattern::n_m(int64_t n, int64_t m) {
-  ALPS_CHECK(m >= 1 && n >= 0 && n <= m, "N:M pattern needs 0 <= N <= M and M >= 1, got ", n, ":", m);
+  // 0:M keeps nothing: like sparsity 1, an all-zero layer is not a pruning result.
+  ALPS_CHECK(m >= 1 && n >= 1 && n <= m, "N:M pattern needs 1 <= N <= M, got ", n, ":", m,
+             n == 0 ? " (0:M would prune every weight)" : "");
   Pattern p;
   p.n_ = n;
   p.m_ = m;

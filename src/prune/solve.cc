@@ -20,7 +20,12 @@ double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_poin
 }  // namespace
 
 LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
-                        const PcgOptions& pcg) {
+                        const PcgOptions& pcg, const std::string& source) {
+  // The O(in^3) gram check runs once here, before the clock starts: every entry point (solve-layer, the pipeline,
+  // the benchmark) comes through this function, and a gram that is not a Gram matrix makes every method's output
+  // meaningless (ALPS's inverses blow up to huge weights and negative errors).
+  check_problem(problem, source.empty() ? std::string(method.name()) : source);
+  check_gram(problem, source);
   LayerResult r;
   auto start = std::chrono::steady_clock::now();
   r.solution = method.solve(problem, pattern);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
+#include "alps/core/paths.h"
 #include "alps/tokenizer/byte_bpe.h"
 #include "tokenizer/byte_map.h"
 #include "alps/io/text_files.h"
@@ -187,6 +188,7 @@ ByteBpeSpec read_byte_bpe_files(const std::filesystem::path& vocab_json, const s
   spec.source = vocab_json.string() + " + " + merges_txt.string();
   spec.vocab = parse_vocab(io::read_json_file(vocab_json), vocab_json.string());
 
+  require_regular_file(merges_txt);  // an ifstream opens a directory and reads it as empty
   std::ifstream in(merges_txt, std::ios::binary);
   ALPS_CHECK(in.good(), "cannot open ", merges_txt.string());
   std::vector<std::string> lines;

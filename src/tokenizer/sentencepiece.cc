@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "alps/core/error.h"
+#include "alps/core/paths.h"
 #include "tokenizer/sentencepiece_shim.h"
 
 namespace alps::tokenizer {
@@ -87,7 +88,7 @@ class SentencePiece final : public Tokenizer {
  public:
   SentencePiece(const std::filesystem::path& model_file, const SpecialTokenConfig& config)
       : source_(model_file.string()) {
-    ALPS_CHECK(std::filesystem::exists(model_file), "SentencePiece model ", source_, " does not exist");
+    require_regular_file(model_file, "SentencePiece model");
     std::string error;
     processor_ = shim().load(source_.c_str(), &append_bytes, &error);
     ALPS_CHECK(processor_ != nullptr, "cannot load SentencePiece model ", source_, ": ", error);

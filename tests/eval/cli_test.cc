@@ -2,10 +2,12 @@
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "alps/eval/datasets.h"
 #include "alps/eval/perplexity.h"
+#include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "support.h"
@@ -49,10 +51,11 @@ TEST(EvalCli, EvalJsonMatchesLibraryPerplexity) {
   const std::vector<int64_t> ids = dataset_tokens(resolve_dataset(sample.string(), test::data_dir()), *tok, 128);
   PerplexityOptions opt;
   opt.seqlen = 128;
+  opt.batch_size = 3;  // the same shapes, hence the same arithmetic, as the CLI run
   const PerplexityResult lib = perplexity(m, ids, opt);
   EXPECT_EQ(r["windows"].get<int64_t>(), static_cast<int64_t>(ids.size()) / 128);
   EXPECT_EQ(r["tokens"].get<int64_t>(), lib.tokens);
-  EXPECT_NEAR(r["perplexity"].get<double>(), lib.ppl, 1e-5 * lib.ppl);
+  EXPECT_DOUBLE_EQ(r["perplexity"].get<double>(), lib.ppl);  // JSON prints doubles round-trip
   // In-domain text on a model trained on it: low but not trivial perplexity.
   EXPECT_GT(lib.ppl, 2.0);
   EXPECT_LT(lib.ppl, 10.0);
@@ -106,6 +109,136 @@ TEST(EvalCli, BadInputFailsWithClearErrors) {
   fs::resize_file(tmp / "bad" / "model.safetensors", 1000);
   fs::copy_file(fixture("opt_pre") / "config.json", tmp / "bad" / "config.json", fs::copy_options::overwrite_existing);
   expect_error({"generate", "--model", (tmp / "bad").string()}, "model.safetensors");
+}
+
+// A copy of stories260K (in `tmp`) with `edit` applied to its tensors, written with the project's own writer.
+fs::path edited_stories(const test::TempDir& tmp, const std::string& name,
+                        const std::function<void(const std::string&, at::Tensor&)>& edit) {
+  const fs::path dir = tmp / name;
+  fs::copy(stories(), dir);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  {
+    io::SafetensorsFile f(stories() / "model.safetensors");
+    for (const auto& e : f.entries()) {
+      at::Tensor t = f.tensor(e.name).clone();
+      edit(e.name, t);
+      tensors.emplace_back(e.name, t);
+    }
+  }
+  fs::remove(dir / "model.safetensors");
+  io::save_safetensors(dir / "model.safetensors", tensors);
+  return dir;
+}
+
+// Non-finite weights give an error naming the tensor, never a perplexity of nan or made-up text with exit 0.
+TEST(EvalCli, NonFiniteWeightsOrResultsAreErrors) {
+  test::TempDir tmp;
+  const std::string poisoned = "model.layers.2.mlp.down_proj.weight";
+  const fs::path nan_model = edited_stories(tmp, "nan", [&](const std::string& name, at::Tensor& t) {
+    if (name == poisoned) t[3][5] = NAN;
+  });
+  const std::string sample = (test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"eval", "--model", nan_model.string(), "--ppl", sample, "--seqlen", "64", "--max-windows", "2", "--json"},
+           {"generate", "--model", nan_model.string(), "--prompt", "Once upon a", "--max-tokens", "4", "--json"}}) {
+    const auto r = test::run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.out;
+    EXPECT_NE(r.err.find("tensor " + poisoned + " in " + (nan_model / "model.safetensors").string() +
+                         " holds NaN or Inf"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // Finite weights whose forward pass overflows fp32: the final norm's gain at 3e38 sends every normalised
+  // component of magnitude >= 1 (there is always one) to infinity.
+  const fs::path huge = edited_stories(tmp, "huge", [](const std::string& name, at::Tensor& t) {
+    if (name == "model.norm.weight") t.fill_(3e38);
+  });
+  const auto r = test::run_cli({"eval", "--model", huge.string(), "--ppl", sample, "--seqlen", "64", "--max-windows",
+                                "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("although every weight in " + huge.string() + " is finite"), std::string::npos) << r.err;
+}
+
+// The continuation printed after the prompt is exactly the decode of all ids (SentencePiece's leading-space
+// piece at the boundary used to lose its space: "Once upon atime").
+TEST(EvalCli, GenerateKeepsTheSpaceBetweenPromptAndContinuation) {
+  const auto doc = json_of(
+      test::run_cli({"generate", "--model", stories().string(), "--prompt", "Once upon a", "--max-tokens", "12", "--json"}));
+  std::vector<int64_t> all = doc["prompt_ids"].get<std::vector<int64_t>>();
+  const auto generated = doc["ids"].get<std::vector<int64_t>>();
+  all.insert(all.end(), generated.begin(), generated.end());
+  const auto tok = tokenizer::load_tokenizer(stories());
+  const std::string expected = tok->decode(all);
+  ASSERT_EQ(expected.rfind("Once upon a ", 0), 0u) << expected;
+  EXPECT_EQ(doc["text"].get<std::string>(), expected.substr(std::string("Once upon a").size()));
+  const auto plain =
+      test::run_cli({"generate", "--model", stories().string(), "--prompt", "Once upon a", "--max-tokens", "12"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out, expected + "\n");
+}
+
+// Flag values outside their range are usage errors (exit 2, the flag named); data problems are exit 1.
+TEST(EvalCli, FlagValuesOutOfRangeAreUsageErrors) {
+  const std::string model = stories().string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"eval", "--model", model, "--seqlen", "-5"}, "--seqlen"},
+      {{"eval", "--model", model, "--seqlen", "1"}, "--seqlen"},
+      {{"eval", "--model", model, "--max-windows", "-1"}, "--max-windows"},
+      {{"eval", "--model", model, "--batch-size", "0"}, "--batch-size"},
+      {{"eval", "--model", model, "--batch-size", "-2"}, "--batch-size"},
+      {{"eval", "--model", model, "--ppl", ","}, "--ppl"},
+      {{"generate", "--model", model, "--max-tokens", "-1"}, "--max-tokens"},
+      {{"--threads", "100000", "generate", "--model", model, "--max-tokens", "1"}, "--threads"},
+      {{"generate", "--model", model, "--max-tokens", "1", "--threads", "100000"}, "--threads"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const auto r = test::run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+// With --json, stdout holds exactly one JSON document for every subcommand (progress, summaries and warnings go to
+// stderr), and nothing at all when the command fails.
+TEST(EvalCli, JsonStdoutIsOneDocumentForEverySubcommand) {
+  test::TempDir tmp;
+  const std::string model = stories().string(), problem = (tmp / "p.safetensors").string();
+  const std::string calib = (test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
+  const std::vector<std::vector<std::string>> commands = {
+      {"make-problem", "--out", problem, "--rows", "8", "--cols", "16", "--tokens", "100", "--json"},
+      {"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--refine", "pcg", "--json"},
+      {"inspect", "--model", model, "--json"},
+      {"generate", "--model", model, "--prompt", "Once", "--max-tokens", "4", "--json"},
+      {"eval", "--model", model, "--ppl", calib, "--seqlen", "64", "--max-windows", "2", "--json"},
+      {"prune", "--model", model, "--out", (tmp / "pruned").string(), "--sparsity", "0.5", "--method", "wanda",
+       "--calib", calib, "--nsamples", "2", "--seqlen", "32", "--eval", calib, "--eval-seqlen", "64", "--json"},
+  };
+  for (const auto& args : commands) {
+    const auto r = test::run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << args[0] << " stdout: " << r.out;
+  }
+  const auto failed = test::run_cli({"eval", "--model", (tmp / "none").string(), "--json"});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_TRUE(failed.out.empty()) << failed.out;
+}
+
+// A config value no model can have is a data error naming the file and the field.
+TEST(EvalCli, ConfigValueOutOfRangeIsADataError) {
+  test::TempDir tmp;
+  fs::copy(fixture("llama_gqa"), tmp / "m");
+  nlohmann::json j;
+  std::ifstream(tmp / "m" / "config.json") >> j;
+  j["rope_parameters"]["rope_theta"] = -1.0;
+  std::ofstream(tmp / "m" / "config.json", std::ios::trunc) << j.dump();
+  const auto r = test::run_cli({"inspect", "--model", (tmp / "m").string(), "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find((tmp / "m" / "config.json").string() + ": rope_theta must be positive, got -1"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace

@@ -110,5 +110,26 @@ TEST(Datasets, Errors) {
   EXPECT_THROW(resolve_dataset("wikitext2", tmp.path()), Error);  // data dir without the file
 }
 
+// A directory where the text file should be is named as such, for paths and for the named datasets.
+TEST(Datasets, DirectoryWhereAFileIsExpected) {
+  test::TempDir tmp;
+  auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  fs::create_directories(tmp / "text.txt");
+  std::string m = message([&] { resolve_dataset((tmp / "text.txt").string(), test::data_dir()); });
+  EXPECT_NE(m.find("text.txt is a directory, expected a file"), std::string::npos) << m;
+  m = message([&] { resolve_dataset("c4=" + (tmp / "text.txt").string(), test::data_dir()); });
+  EXPECT_NE(m.find("text.txt is a directory, expected a file"), std::string::npos) << m;
+  fs::create_directories(tmp / "text" / "ptb" / "ptb.test.txt");
+  m = message([&] { resolve_dataset("ptb", tmp.path()); });
+  EXPECT_NE(m.find("ptb.test.txt is a directory, expected a file"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace alps::eval

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <functional>
+#include <tuple>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -132,6 +134,116 @@ TEST(Checkpoint, UnknownArchitectureAndBadConfig) {
   fs::path dir3 = copy_fixture("llama_gqa", tmp);
   edit_config(dir3, [](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
   EXPECT_NE(error_of([&] { CausalLM::load(dir3); }).find("got 'yarn'"), std::string::npos);
+}
+
+// Values no Hugging Face model has: each is refused, naming config.json and the field (today's alternatives are
+// NaN activations, empty tensors or a size silently truncated from a float).
+TEST(Checkpoint, ConfigValuesOutOfRangeNameFileAndField) {
+  test::TempDir tmp;
+  const std::vector<std::tuple<const char*, std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {"llama_gqa", [](nlohmann::json& j) { j["rms_norm_eps"] = 0.0; }, "rms_norm_eps must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rms_norm_eps"] = -1e-6; }, "rms_norm_eps must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rms_norm_eps"] = "small"; }, "'rms_norm_eps' must be a number"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["rope_theta"] = 0.0; }, "rope_theta must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["rope_theta"] = -10000.0; }, "rope_theta"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["factor"] = 0.0; }, "factor must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["low_freq_factor"] = -1.0; }, "low_freq_factor"},
+      {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["original_max_position_embeddings"] = 0; },
+       "original_max_position_embeddings must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["num_key_value_heads"] = 0; }, "num_key_value_heads must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["num_key_value_heads"] = 2.5; }, "'num_key_value_heads' must be an integer"},
+      {"llama_gqa", [](nlohmann::json& j) { j["head_dim"] = -8; }, "head_dim must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["max_position_embeddings"] = 0; }, "max_position_embeddings must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["max_position_embeddings"] = 128.5; }, "'max_position_embeddings'"},
+      {"llama_gqa", [](nlohmann::json& j) { j["num_hidden_layers"] = 0; }, "num_hidden_layers must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["intermediate_size"] = -48; }, "intermediate_size must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["vocab_size"] = 0; }, "vocab_size must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["num_attention_heads"] = -4; }, "num_attention_heads must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j.erase("head_dim"); j["num_attention_heads"] = 3; j["num_key_value_heads"] = 3; },
+       "hidden_size 32 is not divisible by num_attention_heads 3"},
+      {"opt_pre", [](nlohmann::json& j) { j["hidden_size"] = 30; }, "hidden_size 30 is not divisible"},
+      {"opt_pre", [](nlohmann::json& j) { j["ffn_dim"] = 0; }, "ffn_dim must be positive"},
+      {"opt_pre", [](nlohmann::json& j) { j["word_embed_proj_dim"] = 0; }, "word_embed_proj_dim must be positive"},
+      {"opt_pre", [](nlohmann::json& j) { j["max_position_embeddings"] = -64; }, "max_position_embeddings"},
+  };
+  for (const auto& [fixture_name, edit, expected] : cases) {
+    fs::path dir = copy_fixture(fixture_name, tmp);
+    edit_config(dir, edit);
+    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    EXPECT_NE(msg.find((dir / "config.json").string() + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(expected), std::string::npos) << expected << " | " << msg;
+  }
+}
+
+// Shard names in the index are data from a file: they must stay inside the model directory.
+TEST(Checkpoint, ShardIndexEntriesStayInsideTheModelDirectory) {
+  test::TempDir tmp;
+  const std::string shard = "model-00001-of-00003.safetensors";
+  auto redirect = [&](const fs::path& dir, const std::string& to) {
+    nlohmann::json index;
+    std::ifstream(dir / "model.safetensors.index.json") >> index;
+    for (auto& [name, file] : index["weight_map"].items())
+      if (file == shard) file = to;
+    std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index.dump();
+  };
+  auto expect_refused = [&](const fs::path& dir, const std::string& entry, const std::string& why) {
+    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    EXPECT_NE(msg.find("model.safetensors.index.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shard '" + entry + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(why), std::string::npos) << msg;
+  };
+  // The same bytes outside the model directory would load today.
+  fs::create_directories(tmp / "elsewhere");
+  fs::copy_file(fixture("opt_proj") / shard, tmp / "elsewhere" / shard);
+
+  fs::path dir = copy_fixture("opt_proj", tmp);
+  redirect(dir, "../elsewhere/" + shard);
+  expect_refused(dir, "../elsewhere/" + shard, "'..' leaves the model directory");
+
+  dir = copy_fixture("opt_proj", tmp);
+  redirect(dir, (tmp / "elsewhere" / shard).string());
+  expect_refused(dir, (tmp / "elsewhere" / shard).string(), "not a file name relative to the model directory");
+
+  dir = copy_fixture("opt_proj", tmp);
+  fs::create_symlink(tmp / "elsewhere" / shard, dir / "linked.safetensors");
+  redirect(dir, "linked.safetensors");
+  expect_refused(dir, "linked.safetensors", "outside the model directory");
+
+  // Symlinks that stay inside are fine, and so is the Hugging Face hub cache (snapshots/<rev>/* -> ../../blobs/*).
+  dir = copy_fixture("opt_proj", tmp);
+  fs::rename(dir / shard, dir / "real.bin");
+  fs::create_symlink("real.bin", dir / shard);
+  EXPECT_NO_THROW(CausalLM::load(dir));
+  const fs::path repo = tmp / "models--x--opt", snapshot = repo / "snapshots" / "abc123";
+  fs::create_directories(snapshot);
+  fs::create_directories(repo / "blobs");
+  for (const auto& e : fs::directory_iterator(fixture("opt_proj"))) {
+    const std::string blob = "blob-" + e.path().filename().string();
+    fs::copy_file(e.path(), repo / "blobs" / blob);
+    fs::create_symlink(fs::path("..") / ".." / "blobs" / blob, snapshot / e.path().filename());
+  }
+  EXPECT_NO_THROW(CausalLM::load(snapshot));
+}
+
+// A directory where a checkpoint file belongs is named as such, not reported as a libtorch or stream oddity.
+TEST(Checkpoint, DirectoryWhereAFileIsExpected) {
+  test::TempDir tmp;
+  auto expect_directory_error = [](const fs::path& dir, const fs::path& file) {
+    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    EXPECT_NE(msg.find(file.string() + " is a directory, expected a file"), std::string::npos) << msg;
+  };
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    fs::path dir = copy_fixture("opt_pre", tmp);
+    fs::remove(dir / file);
+    fs::create_directory(dir / file);
+    expect_directory_error(dir, dir / file);
+  }
+  for (const char* file : {"model.safetensors.index.json", "model-00002-of-00003.safetensors"}) {
+    fs::path dir = copy_fixture("opt_proj", tmp);
+    fs::remove(dir / file);
+    fs::create_directory(dir / file);
+    expect_directory_error(dir, dir / file);
+  }
 }
 
 TEST(Checkpoint, ShardedIndexMismatch) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
@@ -100,6 +101,17 @@ TEST(Calibration, ReadsJsonArrayGzipAndRejectsBadFiles) {
   EXPECT_THROW(read_documents(dir / "empty.txt"), Error);
   EXPECT_THROW(read_documents(dir / "missing.txt"), Error);
   EXPECT_THROW(resolve_calibration_source("c4", dir.path()), Error);
+  // A directory is named as one, not as a missing file.
+  std::filesystem::create_directory(dir / "calib.txt");
+  for (auto f : {std::function<void()>([&] { read_documents(dir / "calib.txt"); }),
+                 std::function<void()>([&] { resolve_calibration_source((dir / "calib.txt").string(), dir.path()); })}) {
+    try {
+      f();
+      ADD_FAILURE() << "a directory was accepted as calibration text";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("calib.txt is a directory, expected a file"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Calibration, FailsClearlyWhenNoDocumentIsLongEnough) {

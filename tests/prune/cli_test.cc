@@ -1,5 +1,9 @@
 // `alps solve-layer` and `alps make-problem` end to end through the built executable.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -74,20 +78,87 @@ TEST(SolveLayerCli, BadInputExitsWithAClearMessage) {
   EXPECT_EQ(nm.exit_code, 1);
   EXPECT_NE(nm.err.find("2:4 needs in % 4 == 0, got in = 6"), std::string::npos) << nm.err;
   auto big = run_cli({"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "1.5"});
-  EXPECT_EQ(big.exit_code, 1);
+  EXPECT_EQ(big.exit_code, 2);  // a flag value out of range is a usage error
+  EXPECT_NE(big.err.find("--sparsity"), std::string::npos) << big.err;
   EXPECT_NE(big.err.find("[0, 1)"), std::string::npos) << big.err;
   auto option = run_cli({"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--option",
                          "rho=3"});
   EXPECT_EQ(option.exit_code, 1);
   EXPECT_NE(option.err.find("unknown option \"rho\""), std::string::npos) << option.err;
   auto neither = run_cli({"solve-layer", "--problem", problem, "--method", "alps"});
-  EXPECT_EQ(neither.exit_code, 1);
+  EXPECT_EQ(neither.exit_code, 2);
   EXPECT_NE(neither.err.find("exactly one of --sparsity"), std::string::npos) << neither.err;
   auto method = run_cli({"solve-layer", "--problem", problem, "--method", "obs", "--sparsity", "0.5"});
   EXPECT_EQ(method.exit_code, 2);  // usage error from the CLI parser
   auto empty = run_cli({"make-problem", "--out", (dir / "x.safetensors").string(), "--rows", "0", "--cols", "4",
                         "--tokens", "10"});
-  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--rows"), std::string::npos) << empty.err;
+}
+
+// Flag values outside their range are usage errors (exit 2) naming the flag, before anything is read or written;
+// problems with the files stay exit 1.
+TEST(SolveLayerCli, FlagValuesOutOfRangeAreUsageErrors) {
+  alps::test::TempDir dir;
+  const std::string problem = make(dir, "p.safetensors", "8", "16");
+  const std::string out = (dir / "x.safetensors").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"solve-layer", "--problem", problem, "--method", "magnitude", "--pattern", "0:4"}, "0:M would prune every"},
+      {{"solve-layer", "--problem", problem, "--method", "magnitude", "--pattern", "5:4"}, "--pattern"},
+      {{"solve-layer", "--problem", problem, "--method", "magnitude", "--sparsity", "1"}, "--sparsity"},
+      {{"solve-layer", "--problem", problem, "--method", "magnitude", "--sparsity", "nan"}, "--sparsity"},
+      {{"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--refine", "pgc"}, "--refine"},
+      {{"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--refine", "pcg",
+        "--refine-iterations", "-1"},
+       "--refine-iterations"},
+      {{"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--option", "rho0"}, "key=value"},
+      {{"make-problem", "--out", out, "--rows", "4", "--cols", "-4", "--tokens", "10"}, "--cols"},
+      {{"make-problem", "--out", out, "--rows", "4", "--cols", "4", "--tokens", "0"}, "--tokens"},
+      {{"make-problem", "--out", out, "--rows", "4", "--cols", "4", "--tokens", "10", "--outlier-fraction", "1.5"},
+       "--outlier-fraction"},
+      {{"make-problem", "--out", out, "--rows", "4", "--cols", "4", "--tokens", "10", "--outlier-scale", "0"},
+       "--outlier-scale"},
+      {{"--threads", "100000", "solve-layer", "--problem", problem, "--method", "magnitude", "--sparsity", "0.5"},
+       "--threads"},
+      {{"--threads", "-1", "--version"}, "--threads"},
+      {{"--log-level", "loud", "--version"}, "--log-level"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << " " << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // In range: --threads up to 4x the cores; a missing file is a data error.
+  EXPECT_EQ(run_cli({"--threads", "1", "--version"}).exit_code, 0);
+  EXPECT_EQ(run_cli({"solve-layer", "--problem", (dir / "none.safetensors").string(), "--method", "magnitude",
+                     "--pattern", "1:4"})
+                .exit_code,
+            1);
+}
+
+// A gram that is not a Gram matrix (edited, corrupted) is refused by every method, ALPS included, rather than
+// solved into huge weights and negative errors.
+TEST(SolveLayerCli, GramThatIsNotPositiveSemidefiniteIsRefused) {
+  alps::test::TempDir dir;
+  const std::string problem = make(dir, "p.safetensors", "16", "32");
+  LayerProblem p = load_problem(problem);
+  // G_01 = G_10 = 2 sqrt(G_00 G_11) keeps the diagonal and symmetry but makes the [0, 1] minor negative
+  // (determinant -3 G_00 G_11): an eigenvalue of about -min(G_00, G_11), far beyond rounding.
+  const double off = 2 * std::sqrt(p.G[0][0].item<double>() * p.G[1][1].item<double>());
+  p.G[0][1] = off;
+  p.G[1][0] = off;
+  save_problem(dir / "indefinite.safetensors", p);
+  for (const char* method : {"alps", "sparsegpt", "wanda", "dsnot", "magnitude"}) {
+    const auto r = run_cli({"solve-layer", "--problem", (dir / "indefinite.safetensors").string(), "--method", method,
+                            "--sparsity", "0.5", "--json"});
+    EXPECT_EQ(r.exit_code, 1) << method << ": " << r.out;
+    EXPECT_NE(r.err.find("gram of model.layers.0.self_attn.q_proj"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("indefinite.safetensors"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is not positive semi-definite: smallest eigenvalue -"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
 }
 
 }  // namespace

@@ -161,7 +161,9 @@ TEST(Dsnot, EverySwapShrinksTheRowsExpectedOutputErrorAndTheLayerErrorDoesNotGro
       const at::Tensor wanda = make_method("wanda", {})->solve(p, pattern).W;
       const at::Tensor dsnot = make_method("dsnot", {{"update_threshold", 0.0}})->solve(p, pattern).W;
       auto e = [&](const at::Tensor& W) { return (p.W0 - W).matmul(p.mean).abs(); };  // [out]
-      EXPECT_TRUE((e(dsnot) <= e(wanda) + 1e-5).all().item<bool>());
+      // Each e_i is an in-term fp32 dot product: rounding moves it by at most gamma_in sum_j |W0_ij| |mean_j|.
+      const at::Tensor slack = 2 * p.cols() * std::ldexp(1.0, -24) * p.W0.abs().matmul(p.mean.abs());
+      EXPECT_TRUE((e(dsnot) <= e(wanda) + slack).all().item<bool>());
       EXPECT_LE(relative_error(p, dsnot), relative_error(p, wanda));
     }
   }

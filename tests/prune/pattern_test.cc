@@ -44,6 +44,9 @@ TEST(Pattern, RejectsBadText) {
   EXPECT_NE(error_of([] { Pattern::parse("0.5x"); }).find("'0.5x'"), std::string::npos);
   EXPECT_NE(error_of([] { Pattern::parse("2:"); }).find("N:M"), std::string::npos);
   EXPECT_NE(error_of([] { Pattern::parse("5:4"); }).find("N <= M"), std::string::npos);
+  // 0:M keeps no weight at all, like sparsity 1.
+  EXPECT_NE(error_of([] { Pattern::parse("0:4"); }).find("0:M would prune every weight"), std::string::npos);
+  EXPECT_NE(error_of([] { Pattern::n_m(0, 1); }).find("1 <= N <= M"), std::string::npos);
 }
 
 TEST(Pattern, CheckShapeNamesTheProblem) {

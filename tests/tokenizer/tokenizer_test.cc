@@ -38,6 +38,27 @@ TEST(LoadTokenizer, CorruptConfigNamesTheFile) {
   EXPECT_NE(message.find("tokenizer_config.json: not valid JSON"), std::string::npos) << message;
 }
 
+// Each tokenizer file replaced by a directory is named as such (a directory read as a stream is just empty: a
+// merges.txt directory used to give a tokenizer without merges).
+TEST(LoadTokenizer, DirectoryWhereAFileIsExpected) {
+  namespace fs = std::filesystem;
+  const fs::path gpt2 = alps::test::data_dir() / "tokenizers" / "gpt2";
+  for (const char* file : {"tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"}) {
+    alps::test::TempDir dir;
+    fs::copy_file(gpt2 / "vocab.json", dir / "vocab.json");
+    fs::copy_file(gpt2 / "merges.txt", dir / "merges.txt");
+    if (std::string(file) == "tokenizer.model") {  // a SentencePiece-only directory
+      fs::remove(dir / "vocab.json");
+      fs::remove(dir / "merges.txt");
+    }
+    fs::remove(dir / file);
+    fs::create_directory(dir / file);
+    const auto message = load_error(dir.path());
+    EXPECT_NE(message.find((dir / file).string() + " is a directory, expected a file"), std::string::npos)
+        << file << ": " << message;
+  }
+}
+
 // A LLaMA-2 style tokenizer.json (BPE with byte fallback) is not byte-level: tokenizer.model next to it is used.
 TEST(LoadTokenizer, SentencePieceStyleTokenizerJsonFallsBackToTokenizerModel) {
   alps::test::TempDir dir;

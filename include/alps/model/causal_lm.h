@@ -75,6 +75,12 @@ class CausalLM {
   at::Tensor tensor(const std::string& name) const;
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
   void set_tensor(const std::string& name, const at::Tensor& value);
+  /// "NAME in FILE" for the first tensor (checkpoint order) holding NaN or Inf, empty when every one is finite. A
+  /// scan of all weights: for explaining a non-finite result, not for every forward pass.
+  std::string first_non_finite_tensor() const;
+  /// Throws alps::Error unless `result` is finite: `what` (e.g. "perplexity of window 3") names the result, the
+  /// message names the first non-finite weight, or says that the forward pass overflowed with finite weights.
+  void check_finite_result(double result, const std::string& what) const;
 
   /// Writes the checkpoint files in the input's layout (config.json, generation_config.json, tokenizer files
   /// copied, safetensors sharded above SaveOptions::max_shard_bytes) into the existing directory `dir`; returns

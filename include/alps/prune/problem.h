@@ -29,7 +29,17 @@ void save_problem(const std::filesystem::path& path, const LayerProblem& problem
 /// the message (e.g. the method name).
 void check_problem(const LayerProblem& problem, const std::string& what);
 
-/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G (SPEC §1).
+/// Refuses a gram that no rounding of a true Gram matrix sum_t x_t x_t^T explains: non-finite, asymmetric beyond
+/// the rounding bound of `tokens` products in its dtype, or not positive semi-definite (Cholesky of G + tau I, the
+/// eigenvalues only for the message). O(in^3): run it once per problem, outside timed regions. `what` (a file
+/// name, say) is added to the message next to the layer name.
+void check_gram(const LayerProblem& problem, const std::string& what = "");
+/// gamma_{T+1} of G's dtype: the relative rounding bound of one entry of a Gram matrix of T tokens (infinite when
+/// T is too large for any bound).
+double gram_rounding_gamma(const LayerProblem& problem);
+
+/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G (SPEC §1). A non-finite result
+/// or a negative one beyond the rounding bound is an alps::Error; a negative one within it is 0.
 double relative_error(const LayerProblem& problem, const at::Tensor& W);
 
 }  // namespace alps::prune

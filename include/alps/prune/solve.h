@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <string>
 
 #include "alps/prune/method.h"
 #include "alps/prune/refit.h"
@@ -20,8 +21,10 @@ struct LayerResult {
   double sparsity = 0;                      ///< achieved fraction of zeros in W
 };
 
-/// Solves, refits (keeping the support), checks W against `pattern` (alps::Error if violated) and measures.
+/// Checks the problem (shapes, finiteness, a gram that is a Gram matrix: check_gram; `source`, e.g. the problem
+/// file, goes into its messages), solves, refits (keeping the support), checks W against `pattern` (alps::Error if
+/// violated) and measures. Negative or non-finite errors are alps::Error (relative_error).
 LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
-                        const PcgOptions& pcg = {});
+                        const PcgOptions& pcg = {}, const std::string& source = "");
 
 }  // namespace alps::prune
