@@ -5,6 +5,7 @@
 
 #include "alps/core/paths.h"
 #include "alps/pipeline/sequential.h"
+#include "alps/prune/method.h"
 #include "alps/report/report.h"
 #include "commands.h"
 
@@ -73,31 +74,39 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--out", a->out, "Output directory: pruned checkpoint + alps-report.json")->required();
   cmd->add_option("--config", a->config, "JSON recipe (configs/*.json); flags override it");
-  cmd->add_option("--method", a->method, "alps, sparsegpt, wanda, dsnot or magnitude (default alps)");
-  auto* sp = cmd->add_option("--sparsity", a->sparsity, "Unstructured sparsity in [0, 1)");
-  auto* pt = cmd->add_option("--pattern", a->pattern, "N:M sparsity, e.g. 2:4");
+  cmd->add_option("--method", a->method, "alps, sparsegpt, wanda, dsnot or magnitude (default alps)")
+      ->check(CLI::IsMember(prune::method_names()));
+  auto* sp = cmd->add_option("--sparsity", a->sparsity, "Unstructured sparsity in [0, 1)")
+                 ->check(real_range(0, 1, /*hi_open=*/true));
+  auto* pt = cmd->add_option("--pattern", a->pattern, "N:M sparsity, e.g. 2:4")->check(pattern_text());
   sp->excludes(pt);
-  cmd->add_option("--refine", a->refine, "Refit after the method: none, pcg or exact (default none)");
-  cmd->add_option("--refine-iterations", a->pcg_iterations, "PCG iterations of --refine pcg (default 10)");
+  cmd->add_option("--refine", a->refine, "Refit after the method: none, pcg or exact (default none)")
+      ->check(CLI::IsMember({"none", "pcg", "exact"}));
+  cmd->add_option("--refine-iterations", a->pcg_iterations, "PCG iterations of --refine pcg (default 10)")
+      ->check(int_at_least(0));
   cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--calib", a->calib, "Calibration text: c4 (data dir) or a .txt / .jsonl[.gz] file (default c4)");
-  cmd->add_option("--nsamples", a->nsamples, "Calibration windows (default 128)");
-  cmd->add_option("--seqlen", a->seqlen, "Tokens per calibration window (default 2048)");
+  cmd->add_option("--nsamples", a->nsamples, "Calibration windows (default 128)")->check(int_at_least(1));
+  cmd->add_option("--seqlen", a->seqlen, "Tokens per calibration window (default 2048)")->check(int_at_least(2));
   cmd->add_option("--seed", a->seed, "Calibration sampling seed (default 0)");
   cmd->add_option("--skip", a->skip, "Glob of linear names left dense (repeatable), e.g. '*.mlp.down_proj'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--dtype", a->dtype, "Compute dtype of the forward passes: fp32 (default), fp16/bf16 on CUDA");
-  cmd->add_option("--batch-size", a->batch_size, "Calibration windows per forward call (default 8)");
-  cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64");
+  cmd->add_option("--batch-size", a->batch_size, "Calibration windows per forward call (default 8)")
+      ->check(int_at_least(1));
+  cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64")
+      ->check(CLI::IsMember({"fp32", "fp64"}));
   cmd->add_option("--eval", a->eval, "Datasets to evaluate after pruning, e.g. wikitext2,ptb");
-  cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))");
+  cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))")
+      ->check(seqlen_or_default());
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   auto* ow = cmd->add_flag("--overwrite", a->overwrite,
                            "Replace an existing alps output directory (kept until the new one is complete)");
   cmd->add_flag("--resume", a->resume, "Continue the interrupted run in --out (starts afresh if it saved nothing)")
       ->excludes(ow);
-  cmd->add_option("--stop-after", a->stop_after, "Prune at most N blocks in this run, then stop (resumable)");
+  cmd->add_option("--stop-after", a->stop_after, "Prune at most N blocks in this run, then stop (resumable)")
+      ->check(int_at_least(0));
   cmd->add_option("--dump-problems", a->dump_problems, "Write every layer problem (solve-layer format) to DIR");
   add_common_flags(cmd, a->common);
   cmd->callback([a, cmd, &runner] { runner = [a, cmd] { return run_prune_command(*a, *cmd); }; });

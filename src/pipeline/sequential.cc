@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
@@ -289,6 +290,7 @@ class PruneRun {
       rep_.layers.push_back(std::move(lr));
     }
     stats.clear();
+    checked_grams_.clear();
     rep_.phase_seconds["solve"] += seconds_since(t0);
 
     // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
@@ -342,6 +344,7 @@ class PruneRun {
     problem.mean = s.mean();
     problem.tokens = s.tokens();
     problem.name = lj.name;
+    problem.gram_checked = checked_grams_.count(&s) > 0;
     if (!job_.dump_problems.empty()) prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem);
 
     const auto pattern = prune::Pattern::parse(lj.plan.pattern);
@@ -350,6 +353,7 @@ class PruneRun {
       pcg.iterations = r_.pcg_iterations;
       const prune::LayerResult res = prune::solve_layer(methods_.get(lj.plan.method, lj.plan.options), problem, pattern,
                                                         prune::parse_refine(lj.plan.refine), pcg);
+      checked_grams_.insert(&s);
       lr.seconds = res.seconds;
       lr.rel_error = res.rel_error;
       lr.refine_seconds = res.refine_seconds;
@@ -380,6 +384,7 @@ class PruneRun {
   c10::Device device_;
   c10::ScalarType dtype_;
   MethodCache methods_;
+  std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
   report::RunReport rep_;
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs

@@ -15,6 +15,9 @@ struct LayerProblem {
   at::Tensor mean;  ///< [in] mean input, or undefined
   int64_t tokens = 0;  ///< T, the number of calibration tokens behind G
   std::string name;    ///< layer name when known, e.g. "model.layers.0.mlp.up_proj" (DSnoT's skip rule reads it)
+  /// The caller already ran check_gram on this very G (linears that read one input share it): solve_layer skips
+  /// the O(in^3) check.
+  bool gram_checked = false;
 
   int64_t rows() const { return W0.size(0); }  ///< out
   int64_t cols() const { return W0.size(1); }  ///< in
