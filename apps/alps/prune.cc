@@ -90,7 +90,7 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--dtype", a->dtype, "Compute dtype of the forward passes: fp32 (default), fp16/bf16 on CUDA");
   cmd->add_option("--batch-size", a->batch_size, "Calibration windows per forward call (default 8)");
   cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64");
-  cmd->add_option("--eval", a->eval, "Datasets to evaluate after pruning, e.g. wikitext2,ptb");
+  cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa");
   cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))");
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   auto* ow = cmd->add_flag("--overwrite", a->overwrite,
