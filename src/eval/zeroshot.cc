@@ -12,6 +12,7 @@
 #include "alps/core/log.h"
 #include "alps/eval/py_text.h"
 #include "alps/eval/task_metrics.h"
+#include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 
 namespace alps::eval {
@@ -83,8 +84,18 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
     const auto start = std::chrono::steady_clock::now();
     std::vector<TaskDoc> docs = load_task_docs(*task.spec, task.file, options.limit);
     std::vector<EncodedRequest> encoded;
+    const int64_t max_length =
+        options.scoring.max_length > 0 ? options.scoring.max_length : model.config().max_positions;
     for (const TaskDoc& d : docs)
-      for (const Request& r : d.requests) encoded.push_back(encode_request(tokenizer, r, options.scoring.add_bos));
+      for (size_t k = 0; k < d.requests.size(); ++k) {
+        encoded.push_back(encode_request(tokenizer, d.requests[k], options.scoring.add_bos));
+        // lm-eval stops here too: a continuation is never truncated.
+        ALPS_CHECK(static_cast<int64_t>(encoded.back().continuation.size()) <= max_length, "task ", task.spec->name,
+                   ": ", task.file.string(), " row ", d.row, " request ", k, ": the continuation is ",
+                   encoded.back().continuation.size(), " tokens, more than the model's maximum length ", max_length);
+        ALPS_CHECK(!encoded.back().continuation.empty(), "task ", task.spec->name, ": ", task.file.string(), " row ",
+                   d.row, " request ", k, ": the continuation encodes to no tokens");
+      }
     const std::string what = fmt::format("task {}/{} {}: requests", ti + 1, tasks.size(), task.spec->name);
     spdlog::info("task {}/{} {}: {} documents, {} requests from {}", ti + 1, tasks.size(), task.spec->name,
                  docs.size(), encoded.size(), task.file.string());
