@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "alps/core/error.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -45,7 +46,11 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
     if (s == "all" || find_task(s) != nullptr)
       tasks.push_back(s);
     else
-      plan.datasets.push_back(resolve_dataset(s, data_dir));
+      try {
+        plan.datasets.push_back(resolve_dataset(s, data_dir));
+      } catch (const Error& e) {
+        ALPS_FAIL(e.what(), "; nor a zero-shot task (", task_names(), ")");
+      }
   }
   if (!tasks.empty()) plan.tasks = resolve_tasks(tasks, data_dir / "eval");
   return plan;
