@@ -172,17 +172,27 @@ nlohmann::json to_json(const TaskResult& r) {
 }
 
 std::string format_task_table(const std::vector<TaskResult>& results) {
-  size_t width = 5;
-  for (const TaskResult& r : results) width = std::max(width, r.input.spec->name.size());
-  std::string out = fmt::format("|{:<{}}|Version|Filter|n-shot|  Metric  |   |Value |   |Stderr|\n", "Tasks", width);
-  out += fmt::format("|{:-<{}}|------:|------|-----:|----------|---|-----:|---|-----:|\n", "", width);
+  // Columns as wide as their longest cell, values with 4 decimals, like lm-eval's markdown table.
+  size_t name_w = 5, value_w = 6, err_w = 6;
+  for (const TaskResult& r : results) {
+    name_w = std::max(name_w, r.input.spec->name.size());
+    for (const MetricValue& m : r.metrics) {
+      value_w = std::max(value_w, fmt::format("{:.4f}", m.value).size());
+      if (m.stderr_value) err_w = std::max(err_w, fmt::format("{:.4f}", *m.stderr_value).size());
+    }
+  }
+  std::string out = fmt::format("|{:<{}}|Version|Filter|n-shot|  Metric  |   |{:<{}}|   |{:<{}}|\n", "Tasks", name_w,
+                                "Value", value_w, "Stderr", err_w);
+  out += fmt::format("|{:-<{}}|------:|------|-----:|----------|---|{:->{}}:|---|{:->{}}:|\n", "", name_w, "",
+                     value_w - 1, "", err_w - 1);
   for (const TaskResult& r : results) {
     bool first = true;
     for (const MetricValue& m : r.metrics) {
       const std::string err = m.stderr_value ? fmt::format("{:.4f}", *m.stderr_value) : "N/A";
-      out += fmt::format("|{:<{}}|{:>7}|{:<6}|{:>6}|{:<10}|{:<3}|{:>6.4f}|±  |{:>6}|\n", first ? r.input.spec->name : "",
-                         width, first ? std::to_string(r.input.spec->version) : "", first ? "none" : "",
-                         first ? "0" : "", m.name, m.higher_is_better ? "↑" : "↓", m.value, err);
+      out += fmt::format("|{:<{}}|{:>7}|{:<6}|{:>6}|{:<10}|{:<3}|{:>{}.4f}|±  |{:>{}}|\n",
+                         first ? r.input.spec->name : "", name_w, first ? std::to_string(r.input.spec->version) : "",
+                         first ? "none" : "", first ? "0" : "", m.name, m.higher_is_better ? "↑" : "↓", m.value,
+                         value_w, err, err_w);
       first = false;
     }
   }
