@@ -103,7 +103,8 @@ TEST_P(ZeroShotGolden, RequestsMatchLmEval) {
   std::cout << task << ": " << scores.size() << " requests, largest |alps - lm-eval| log-likelihood " << worst << "\n";
 }
 
-// Whole tasks cost seconds to minutes on two cores; the larger ones run with ALPS_SLOW_TESTS=1.
+// Whole tasks (or the golden's --limit rows) cost seconds to minutes on two cores; the larger ones run with
+// ALPS_SLOW_TESTS=1.
 bool quick_task(const std::string& task) { return task == "rte" || task == "winogrande" || task == "openbookqa"; }
 
 TEST_P(ZeroShotGolden, WholeTaskMetricsEqualLmEval) {
@@ -126,6 +127,7 @@ TEST_P(ZeroShotGolden, WholeTaskMetricsEqualLmEval) {
   }
   ZeroShotOptions opt;
   opt.scoring.batch_size = 32;
+  if (!g["limit"].is_null()) opt.limit = g["limit"].get<int64_t>();  // a golden of the first rows only
   opt.keep_samples = true;
   const TaskResult r = evaluate_tasks(*model_, *tok_, {{spec, file}}, opt).at(0);
   ASSERT_EQ(r.docs, g["n"].get<int64_t>());
