@@ -45,8 +45,7 @@ struct TaskResult {
   int64_t docs = 0, requests = 0;
   std::vector<MetricValue> metrics;
   double seconds = 0;
-  // With keep_samples: the documents, their encoded requests and scores (flattened in document order), and per
-  // document the predicted choice (multiple choice: argmax and normalised argmax).
+  // With keep_samples: the documents, their encoded requests and scores (flattened in document order).
   std::vector<TaskDoc> samples;
   std::vector<EncodedRequest> encoded;
   std::vector<RequestScore> scores;
@@ -60,8 +59,8 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
 nlohmann::json to_json(const TaskResult& r);
 /// lm-eval's results table (Tasks, Version, Filter, n-shot, Metric, direction, Value, ±, Stderr), markdown.
 std::string format_task_table(const std::vector<TaskResult>& results);
-/// One JSON line per request: task, doc, request index, context, continuation, token counts, loglikelihood,
-/// is_greedy, gold and (multiple choice) whether the request is the document's prediction.
+/// One JSON line per request: task, doc (row), request index, context, continuation, token counts, loglikelihood,
+/// is_greedy and (multiple choice) gold. Needs results evaluated with keep_samples.
 void write_log_samples(const std::filesystem::path& path, const std::vector<TaskResult>& results);
 
 }  // namespace alps::eval

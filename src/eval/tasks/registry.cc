@@ -9,14 +9,14 @@
 namespace alps::eval {
 
 const std::vector<TaskSpec>& task_registry() {
-  using tasks::build_arc;
   static const std::vector<TaskSpec> table = {
       {"lambada_openai", "lambada_openai/lambada_test.jsonl.gz", TaskOutput::kLoglikelihood, {"perplexity", "acc"}, 1,
        tasks::build_lambada_openai},
       {"piqa", "piqa/piqa_validation.jsonl.gz", TaskOutput::kMultipleChoice, {"acc", "acc_norm"}, 1, tasks::build_piqa},
-      {"arc_easy", "arc_easy/arc_easy_test.jsonl.gz", TaskOutput::kMultipleChoice, {"acc", "acc_norm"}, 1, build_arc},
+      {"arc_easy", "arc_easy/arc_easy_test.jsonl.gz", TaskOutput::kMultipleChoice, {"acc", "acc_norm"}, 1,
+       tasks::build_arc},
       {"arc_challenge", "arc_challenge/arc_challenge_test.jsonl.gz", TaskOutput::kMultipleChoice, {"acc", "acc_norm"},
-       1, build_arc},
+       1, tasks::build_arc},
       {"hellaswag", "hellaswag/hellaswag_validation.jsonl.gz", TaskOutput::kMultipleChoice, {"acc", "acc_norm"}, 1,
        tasks::build_hellaswag},
       {"winogrande", "winogrande/winogrande_xl_validation.jsonl.gz", TaskOutput::kMultipleChoice, {"acc"}, 1,
