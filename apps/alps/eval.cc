@@ -39,7 +39,8 @@ int run_eval(const EvalArgs& a) {
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
   ALPS_CHECK(seqlen <= positions, "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
-  const std::vector<std::string> specs = a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
+  const std::vector<std::string> specs =
+      a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
   ALPS_CHECK(!specs.empty() || !a.tasks.empty(), "--ppl: expected a comma-separated list of datasets, got '", a.ppl,
              "'");
   const auto data = data_dir(a.data_dir);
@@ -48,7 +49,8 @@ int run_eval(const EvalArgs& a) {
   for (const std::string& s : specs) datasets.push_back(eval::resolve_dataset(s, data));
   std::vector<eval::TaskInput> tasks;
   if (!a.tasks.empty())
-    tasks = eval::resolve_tasks(split_list(a.tasks), a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
+    tasks = eval::resolve_tasks(split_list(a.tasks),
+                                a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
                                   a.task_files);
   ALPS_CHECK(a.task_files.empty() || !a.tasks.empty(), "--task-file needs --tasks");
   auto tok = tokenizer::load_tokenizer(a.model);
@@ -99,7 +101,8 @@ int run_eval(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files (SPEC §6), and zero-shot tasks");
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files (SPEC §6), and zero-shot tasks");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--ppl", a->ppl,
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")
@@ -109,8 +112,9 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")
       ->capture_default_str();
-  cmd->add_option("--batch-size", a->batch_size, "Windows (perplexity) or requests (tasks) per forward pass")->capture_default_str()->check(
-      CLI::PositiveNumber);
+  cmd->add_option("--batch-size", a->batch_size, "Windows (perplexity) or requests (tasks) per forward pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--tasks", a->tasks,
                   "Comma-separated zero-shot tasks, scored as lm-evaluation-harness 0.4.9 scores them: " +
                       eval::task_names() + ", or all");

@@ -59,7 +59,8 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
 nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
                               const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options) {
   nlohmann::json out = nlohmann::json::array();
-  for (const DatasetResult& r : evaluate(model, tokenizer, plan.datasets, perplexity_options)) out.push_back(to_json(r));
+  for (const DatasetResult& r : evaluate(model, tokenizer, plan.datasets, perplexity_options))
+    out.push_back(to_json(r));
   for (const TaskResult& r : evaluate_tasks(model, tokenizer, plan.tasks, zeroshot_options)) out.push_back(to_json(r));
   return out;
 }

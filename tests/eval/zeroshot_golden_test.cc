@@ -141,11 +141,12 @@ TEST_P(ZeroShotGolden, WholeTaskMetricsEqualLmEval) {
       continue;
     }
     size_t best = 0, best_norm = 0;
+    auto normed = [&](size_t k) {
+      return r.scores[pos + k].loglikelihood / static_cast<double>(py_len(d.choices[k]));
+    };
     for (size_t k = 0; k < d.requests.size(); ++k) {
-      const double ll = r.scores[pos + k].loglikelihood, b = r.scores[pos + best].loglikelihood;
-      if (ll > b) best = k;
-      const double n = ll / static_cast<double>(py_len(d.choices[k]));
-      if (n > r.scores[pos + best_norm].loglikelihood / static_cast<double>(py_len(d.choices[best_norm]))) best_norm = k;
+      if (r.scores[pos + k].loglikelihood > r.scores[pos + best].loglikelihood) best = k;
+      if (normed(k) > normed(best_norm)) best_norm = k;
     }
     pos += d.requests.size();
     preds += static_cast<char>('0' + best);

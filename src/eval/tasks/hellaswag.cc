@@ -10,7 +10,8 @@ namespace alps::eval::tasks {
 namespace {
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
 }
 
 // Drops every shortest "[...]" that holds no newline (the regex \[.*?\], where '.' stops at '\n').
