@@ -1,8 +1,7 @@
 // alps's zero-shot scoring against the real lm-evaluation-harness 0.4.9 (Hugging Face backend) on stories260K:
 // golden files written by scripts/make_zeroshot_golden.py. Per request (first documents of every task): the same
 // token split and is-greedy, and the log-likelihood within 1e-4 (2 fp32 epsilons relative above |ll| = 420). Per
-// task: the same per-document predictions and
-// so identical accuracies and standard errors.
+// task: the same per-document predictions and so identical accuracies and standard errors.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
