@@ -51,7 +51,7 @@ int run_eval(const EvalArgs& a) {
   if (!a.tasks.empty())
     tasks = eval::resolve_tasks(split_list(a.tasks),
                                 a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
-                                  a.task_files);
+                                a.task_files);
   ALPS_CHECK(a.task_files.empty() || !a.tasks.empty(), "--task-file needs --tasks");
   auto tok = tokenizer::load_tokenizer(a.model);
 
