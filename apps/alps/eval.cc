@@ -1,5 +1,6 @@
-// `alps eval`: perplexity of a checkpoint on standard datasets (SPEC §6). The library does the work
-// (alps/eval/perplexity.h, datasets.h); this file maps flags to options and prints the table or JSON.
+// `alps eval`: perplexity of a checkpoint on standard datasets (SPEC §6) and zero-shot tasks. The library does the
+// work (alps/eval/perplexity.h, datasets.h, zeroshot.h); this file maps flags to options and prints the tables or
+// JSON.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@
 #include "alps/eval/datasets.h"
 #include "alps/eval/evaluate.h"
 #include "alps/eval/perplexity.h"
+#include "alps/eval/zeroshot.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "commands.h"
@@ -24,20 +26,33 @@ struct EvalArgs {
   CommonOptions common;
   std::string model, ppl = "wikitext2", data_dir, dtype = "fp32";
   int64_t seqlen = 0, max_windows = 0, batch_size = 1;
+  // Zero-shot tasks; perplexity runs with them only when --ppl is given.
+  std::string tasks, task_data, log_samples;
+  std::vector<std::string> task_files;
+  int64_t limit = 0, bootstrap_iters = 100000;
+  bool add_bos = false, ppl_given = false;
 };
 
 int run_eval(const EvalArgs& a) {
-  const std::vector<std::string> specs = split_list(a.ppl);
-  ALPS_USAGE_CHECK(!specs.empty(), "--ppl: expected a comma-separated list of datasets, got '", a.ppl, "'");
+  const std::vector<std::string> specs =
+      a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
+  ALPS_USAGE_CHECK(!specs.empty() || !a.tasks.empty(), "--ppl: expected a comma-separated list of datasets, got '",
+                   a.ppl, "'");
+  ALPS_USAGE_CHECK(a.task_files.empty() || !a.tasks.empty(), "--task-file needs --tasks");
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
   ALPS_CHECK(seqlen <= positions, "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
   const auto data = data_dir(a.data_dir);
-  // Resolve every dataset before the slow part so a typo fails at once.
+  // Resolve every dataset and task file before the slow part so a typo fails at once.
   std::vector<eval::Dataset> datasets;
   for (const std::string& s : specs) datasets.push_back(eval::resolve_dataset(s, data));
+  std::vector<eval::TaskInput> tasks;
+  if (!a.tasks.empty())
+    tasks = eval::resolve_tasks(split_list(a.tasks),
+                                a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
+                                a.task_files);
   auto tok = tokenizer::load_tokenizer(a.model);
 
   m.set_compute(resolve_device(a.common.device), parse_dtype(a.dtype));
@@ -49,20 +64,35 @@ int run_eval(const EvalArgs& a) {
 
   nlohmann::json results = nlohmann::json::array();
   for (const eval::DatasetResult& r : eval::evaluate(m, *tok, datasets, opt)) results.push_back(eval::to_json(r));
+  eval::ZeroShotOptions zopt;
+  zopt.scoring.add_bos = a.add_bos;
+  zopt.scoring.batch_size = a.batch_size;
+  zopt.limit = a.limit;
+  zopt.bootstrap_iters = a.bootstrap_iters;
+  zopt.keep_samples = !a.log_samples.empty();
+  const std::vector<eval::TaskResult> task_results = eval::evaluate_tasks(m, *tok, tasks, zopt);
+  if (!a.log_samples.empty()) eval::write_log_samples(a.log_samples, task_results);
+  nlohmann::json task_json = nlohmann::json::array();
+  for (const eval::TaskResult& r : task_results) task_json.push_back(eval::to_json(r));
   if (a.common.json) {
     print_json({{"model", a.model},
                 {"architecture", m.config().architecture},
                 {"device", m.compute_device().str()},
                 {"dtype", dtype_name(m.compute_dtype())},
                 {"seqlen", seqlen},
-                {"results", results}});
-  } else {
+                {"results", results},
+                {"tasks", task_json}});
+  } else if (!datasets.empty()) {
     std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12} {:>9}\n", "dataset", "windows", "tokens", "perplexity",
                              "seconds");
     for (const auto& r : results)
       std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12.4f} {:>9.2f}\n", r["dataset"].get<std::string>(),
                                r["windows"].get<int64_t>(), r["tokens"].get<int64_t>(), r["perplexity"].get<double>(),
                                r["seconds"].get<double>());
+  }
+  if (!a.common.json && !task_results.empty()) {
+    if (!datasets.empty()) std::cout << "\n";
+    std::cout << eval::format_task_table(task_results);
   }
   return 0;
 }
@@ -71,7 +101,8 @@ int run_eval(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files (SPEC §6)");
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files (SPEC §6), and zero-shot tasks");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--ppl", a->ppl,
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")
@@ -83,9 +114,26 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")
       ->capture_default_str()
       ->check(int_at_least(0));
-  cmd->add_option("--batch-size", a->batch_size, "Windows per forward pass")->capture_default_str()->check(int_at_least(1));
+  cmd->add_option("--batch-size", a->batch_size, "Windows (perplexity) or requests (tasks) per forward pass")
+      ->capture_default_str()
+      ->check(int_at_least(1));
+  cmd->add_option("--tasks", a->tasks,
+                  "Comma-separated zero-shot tasks, scored as lm-evaluation-harness 0.4.9 scores them: " +
+                      eval::task_names() + ", or all");
+  cmd->add_option("--limit", a->limit, "Score the first N documents of each task (0 = all)")->check(int_at_least(0));
+  cmd->add_option("--task-data", a->task_data, "Directory of the task files (default DATA_DIR/eval)");
+  cmd->add_option("--task-file", a->task_files, "TASK=FILE: one task's file (repeatable)");
+  cmd->add_flag("--add-bos", a->add_bos, "Prefix every request with the tokenizer's special tokens (BOS)");
+  cmd->add_option("--log-samples", a->log_samples, "Write every request's log-likelihood and is-greedy as JSON lines");
+  cmd->add_option("--bootstrap-iters", a->bootstrap_iters,
+                  "Bootstrap resamples of the perplexity stderr (lm-eval's default; 0 = none)")
+      ->capture_default_str()
+      ->check(int_at_least(0));
   add_common_flags(cmd, a->common);
-  cmd->callback([a, &runner] { runner = [a] { return run_eval(*a); }; });
+  cmd->callback([a, cmd, &runner] {
+    a->ppl_given = cmd->count("--ppl") > 0;
+    runner = [a] { return run_eval(*a); };
+  });
 }
 
 }  // namespace alps::cli

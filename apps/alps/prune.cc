@@ -97,7 +97,7 @@ void add_prune_command(CLI::App& app, Runner& runner) {
       ->check(int_at_least(1));
   cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64")
       ->check(CLI::IsMember({"fp32", "fp64"}));
-  cmd->add_option("--eval", a->eval, "Datasets to evaluate after pruning, e.g. wikitext2,ptb");
+  cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa");
   cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))")
       ->check(seqlen_or_default());
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");

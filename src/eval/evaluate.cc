@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "alps/core/error.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -36,6 +37,32 @@ nlohmann::json to_json(const DatasetResult& r) {
           {"perplexity", r.result.ppl},
           {"seconds", r.result.seconds},
           {"tokens_per_second", static_cast<double>(r.result.tokens) / std::max(r.result.seconds, 1e-9)}};
+}
+
+EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir) {
+  EvalPlan plan;
+  std::vector<std::string> tasks;
+  for (const std::string& s : specs) {
+    if (s == "all" || find_task(s) != nullptr)
+      tasks.push_back(s);
+    else
+      try {
+        plan.datasets.push_back(resolve_dataset(s, data_dir));
+      } catch (const Error& e) {
+        ALPS_FAIL(e.what(), "; nor a zero-shot task (", task_names(), ")");
+      }
+  }
+  if (!tasks.empty()) plan.tasks = resolve_tasks(tasks, data_dir / "eval");
+  return plan;
+}
+
+nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
+                              const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const DatasetResult& r : evaluate(model, tokenizer, plan.datasets, perplexity_options))
+    out.push_back(to_json(r));
+  for (const TaskResult& r : evaluate_tasks(model, tokenizer, plan.tasks, zeroshot_options)) out.push_back(to_json(r));
+  return out;
 }
 
 }  // namespace alps::eval

@@ -6,7 +6,7 @@
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
 #include "alps/io/text_files.h"
-#include "alps/pipeline/py_random.h"
+#include "alps/core/py_random.h"
 #include "alps/tokenizer/tokenizer.h"
 
 namespace alps::pipeline {

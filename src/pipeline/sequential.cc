@@ -184,7 +184,7 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
                    job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
   }
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
-  for (const auto& spec : r.eval) eval::resolve_dataset(spec, job.data_dir);
+  eval::plan_evaluation(r.eval, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
 }
@@ -310,13 +310,12 @@ class PruneRun {
   void evaluate() {
     if (r_.eval.empty()) return;
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<eval::Dataset> datasets;
-    for (const auto& spec : r_.eval) datasets.push_back(eval::resolve_dataset(spec, job_.data_dir));
+    const eval::EvalPlan plan = eval::plan_evaluation(r_.eval, job_.data_dir);
     eval::PerplexityOptions popt;
     popt.seqlen = std::min<int64_t>(r_.eval_seqlen > 0 ? r_.eval_seqlen : 2048, m_.config().max_positions);
     popt.batch_size = 1;
     m_.load_all();
-    for (const auto& res : eval::evaluate(m_, tok_, datasets, popt)) rep_.eval.push_back(eval::to_json(res));
+    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, {})) rep_.eval.push_back(res);
     rep_.phase_seconds["eval"] += seconds_since(t0);
   }
 

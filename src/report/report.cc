@@ -126,9 +126,17 @@ std::string summary_text(const RunReport& r) {
   out += fmt::format("solver time {:.1f}s; phases:", solve);
   for (const auto& [phase, s] : r.phase_seconds) out += fmt::format(" {} {:.1f}s", phase, s);
   out += "\n";
-  for (const auto& e : r.eval)
+  for (const auto& e : r.eval) {
+    if (e.contains("task")) {  // zero-shot task: its metrics
+      out += fmt::format("{:<22}", e.value("task", "?"));
+      for (const auto& [name, value] : e["metrics"].items())
+        if (value.is_number()) out += fmt::format(" {} {:.4f}", name, value.get<double>());
+      out += fmt::format(" ({} documents)\n", e.value("docs", 0));
+      continue;
+    }
     out += fmt::format("perplexity {:<12} {:.4f} ({} windows of {} tokens)\n", e.value("dataset", "?"),
                        e.value("perplexity", 0.0), e.value("windows", 0), e.value("seqlen", 0));
+  }
   return out;
 }
 

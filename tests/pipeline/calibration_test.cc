@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
-#include "alps/pipeline/py_random.h"
+#include "alps/core/py_random.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "support.h"
 

@@ -1,5 +1,6 @@
 #pragma once
-// Perplexity of one model on several datasets, as `alps eval` reports it and `alps prune --eval` records it.
+// Perplexity of one model on several datasets, and zero-shot tasks, as `alps eval` reports them and
+// `alps prune --eval` records them.
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "alps/eval/datasets.h"
 #include "alps/eval/perplexity.h"
+#include "alps/eval/zeroshot.h"
 
 namespace alps::model {
 class CausalLM;
@@ -31,5 +33,17 @@ std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenize
 /// {"dataset", "path", "seqlen", "windows", "tokens", "dataset_tokens", "nll", "perplexity", "seconds",
 ///  "tokens_per_second"}
 nlohmann::json to_json(const DatasetResult& r);
+
+/// One evaluation list split by kind: zero-shot task names (and "all") become tasks with their default files under
+/// `data_dir`/eval, everything else a perplexity dataset. Resolving checks every file, before any work.
+struct EvalPlan {
+  std::vector<Dataset> datasets;
+  std::vector<TaskInput> tasks;
+};
+EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir);
+
+/// Perplexity datasets then tasks; one JSON object each (to_json of DatasetResult, then of TaskResult).
+nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
+                              const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options);
 
 }  // namespace alps::eval

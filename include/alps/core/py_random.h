@@ -1,10 +1,11 @@
 #pragma once
 // Python's `random` module (MT19937 seeded by init_by_array, randint through rejection-sampled getrandbits), so
-// that calibration windows are drawn exactly as SparseGPT's / ALPS's `get_c4` draws them for the same seed.
+// that calibration windows are drawn exactly as SparseGPT's / ALPS's `get_c4` draws them for the same seed, and
+// bootstrap resamples exactly as lm-evaluation-harness draws them.
 #include <array>
 #include <cstdint>
 
-namespace alps::pipeline {
+namespace alps {
 
 class PyRandom {
  public:
@@ -14,6 +15,8 @@ class PyRandom {
   uint64_t getrandbits(int k);
   /// random.randint(a, b): uniform on [a, b], both inclusive.
   int64_t randint(int64_t a, int64_t b);
+  /// random.random(): a double in [0, 1) from 53 random bits (two 32-bit draws, 27 + 26 bits).
+  double random();
 
  private:
   uint32_t next_u32();
@@ -21,4 +24,4 @@ class PyRandom {
   int index_ = 624;
 };
 
-}  // namespace alps::pipeline
+}  // namespace alps

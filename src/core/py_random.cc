@@ -1,10 +1,10 @@
-#include "alps/pipeline/py_random.h"
+#include "alps/core/py_random.h"
 
 #include <vector>
 
 #include "alps/core/error.h"
 
-namespace alps::pipeline {
+namespace alps {
 
 namespace {
 constexpr int kN = 624;
@@ -82,4 +82,9 @@ int64_t PyRandom::randint(int64_t a, int64_t b) {
   return a + static_cast<int64_t>(r);
 }
 
-}  // namespace alps::pipeline
+double PyRandom::random() {
+  const uint32_t a = next_u32() >> 5, b = next_u32() >> 6;
+  return (static_cast<double>(a) * 67108864.0 + static_cast<double>(b)) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace alps

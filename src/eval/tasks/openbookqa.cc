@@ -1,0 +1,8 @@
+// OpenBookQA (main): the question stem alone is the context, the answer texts the choices.
+#include "builders.h"
+
+namespace alps::eval::tasks {
+
+TaskDoc build_openbookqa(const TaskRow& row) { return question_with_choices(row, row.str("question_stem"), true); }
+
+}  // namespace alps::eval::tasks

@@ -1,0 +1,118 @@
+// `alps eval --tasks` and `alps prune --eval TASK` end to end (the built executable), including bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path stories() { return test::data_dir() / "models" / "stories260K-hf"; }
+
+TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
+  test::TempDir tmp;
+  const auto r = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte,lambada_openai", "--limit", "6",
+                                "--batch-size", "4", "--json", "--log-samples", (tmp / "s.jsonl").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(doc["results"].empty()) << "no perplexity without --ppl";
+  ASSERT_EQ(doc["tasks"].size(), 2u);
+  const auto& rte = doc["tasks"][0];
+  EXPECT_EQ(rte["task"], "rte");
+  EXPECT_EQ(rte["docs"], 6);
+  EXPECT_EQ(rte["requests"], 12);
+  const double acc = rte["metrics"]["acc"].get<double>();
+  EXPECT_NEAR(acc * 6, std::round(acc * 6), 1e-12);
+  EXPECT_NEAR(rte["metrics"]["acc_stderr"].get<double>(), std::sqrt(acc * (1 - acc) / 5), 1e-12);
+  EXPECT_GT(doc["tasks"][1]["metrics"]["perplexity"].get<double>(), 1.0);
+  // Progress on stderr.
+  EXPECT_NE(r.err.find("task 1/2 rte: requests 12/12"), std::string::npos) << r.err;
+
+  std::ifstream in(tmp / "s.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 18u);
+  int64_t right = 0;
+  for (size_t d = 0; d < 6; ++d) {  // rte: acc from the logged log-likelihoods
+    const auto &a = lines[2 * d], &b = lines[2 * d + 1];
+    EXPECT_EQ(a["doc"], d);
+    EXPECT_EQ(a["continuation"], " True");
+    EXPECT_LT(a["loglikelihood"].get<double>(), 0);
+    right += (a["loglikelihood"] >= b["loglikelihood"] ? 0 : 1) == a["gold"].get<int64_t>();
+  }
+  EXPECT_NEAR(acc, right / 6.0, 1e-12);
+  EXPECT_EQ(lines[12]["task"], "lambada_openai");
+  EXPECT_TRUE(lines[12]["is_greedy"].is_boolean());
+}
+
+TEST(ZeroShotCli, TableWithPerplexityInOneRun) {
+  const fs::path sample = test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
+  const auto r = test::run_cli({"eval", "--model", stories().string(), "--ppl", sample.string(), "--seqlen", "128",
+                                "--tasks", "winogrande", "--limit", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|Tasks     |Version|Filter|n-shot|  Metric  |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|winogrande|      1|none  |     0|acc       |↑  |"), std::string::npos) << r.out;
+}
+
+TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
+  test::TempDir tmp;
+  fs::create_directories(tmp / "data" / "rte");
+  std::ofstream(tmp / "data" / "rte" / "rte_validation.jsonl.gz")  // a plain file is read even under a .gz name
+      << R"({"sentence1":"The cat sat.","sentence2":"A cat sat.","label":0})" << "\n";
+  std::ofstream(tmp / "mine.jsonl") << R"({"sentence1":"a","sentence2":"b","label":1})" << "\n"
+                                    << R"({"sentence1":"a","label":1})" << "\n";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"eval", "--model", stories().string(), "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return test::run_cli(a);
+  };
+  const auto own = run({"--tasks", "rte", "--task-data", (tmp / "data").string()});
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(nlohmann::json::parse(own.out)["tasks"][0]["docs"], 1);
+
+  const auto bad_row = run({"--tasks", "rte", "--task-file", "rte=" + (tmp / "mine.jsonl").string()});
+  EXPECT_EQ(bad_row.exit_code, 1);
+  EXPECT_NE(bad_row.err.find("mine.jsonl row 1: field \"sentence2\": missing"), std::string::npos) << bad_row.err;
+
+  const auto unknown = run({"--tasks", "rte,hellaswagg"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("unknown task 'hellaswagg'"), std::string::npos) << unknown.err;
+
+  const auto missing = run({"--tasks", "piqa", "--task-data", tmp.path().string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("piqa_validation.jsonl.gz does not exist"), std::string::npos) << missing.err;
+
+  // Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
+  const auto too_long = run({"--tasks", "piqa"});
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_NE(too_long.err.find("row 314 request 0: the continuation is"), std::string::npos) << too_long.err;
+}
+
+TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
+  test::TempDir tmp;
+  const std::string calib = (test::data_dir() / "text/tinystories/tinystories.train.txt").string();
+  const auto r = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "out").string(), "--calib",
+                                calib, "--nsamples", "4", "--seqlen", "64", "--method", "magnitude", "--sparsity",
+                                "0.5", "--device", "cpu", "--eval", "rte", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  ASSERT_EQ(report["eval"].size(), 1u);
+  EXPECT_EQ(report["eval"][0]["task"], "rte");
+  EXPECT_EQ(report["eval"][0]["docs"], 277);
+  EXPECT_GE(report["eval"][0]["metrics"]["acc"].get<double>(), 0.0);
+
+  const auto bad = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "bad").string(), "--calib",
+                                  calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("nor a zero-shot task (lambada_openai, piqa"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp / "bad"));
+}
+
+}  // namespace
+}  // namespace alps

@@ -1,0 +1,186 @@
+// lm-eval's request encoding rules, the scorer (left truncation, batching) and the metric aggregation.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+#include "alps/eval/loglikelihood.h"
+#include "alps/eval/task_metrics.h"
+#include "alps/eval/zeroshot.h"
+#include "alps/model/causal_lm.h"
+#include "alps/tokenizer/tokenizer.h"
+#include "support.h"
+
+namespace alps::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bytes are ids, except "ab" which is one token (300): enough to see which side a boundary-spanning token lands
+// on. BOS = 256 with add_special.
+class MergingTokenizer : public tokenizer::Tokenizer {
+ public:
+  std::vector<int64_t> encode(std::string_view text, bool add_special) const override {
+    std::vector<int64_t> ids;
+    if (add_special) ids.push_back(256);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text.compare(i, 2, "ab") == 0) {
+        ids.push_back(300);
+        ++i;
+      } else {
+        ids.push_back(static_cast<unsigned char>(text[i]));
+      }
+    }
+    return ids;
+  }
+  std::string decode(const std::vector<int64_t>&) const override { return {}; }
+  int64_t vocab_size() const override { return 301; }
+  std::optional<int64_t> bos_id() const override { return 256; }
+  std::optional<int64_t> eos_id() const override { return 257; }
+  std::string kind() const override { return "test"; }
+};
+
+std::vector<int64_t> ids(const std::string& s) { return MergingTokenizer().encode(s, false); }
+
+TEST(EncodeRequest, ContinuationIsWhatFollowsTheContextTokens) {
+  const MergingTokenizer tok;
+  EncodedRequest e = encode_request(tok, {"Q: x", " y"}, false);
+  EXPECT_EQ(e.context, ids("Q: x"));
+  EXPECT_EQ(e.continuation, ids(" y"));
+  // "a" + "bc": the whole string merges "ab", so the continuation is what follows len(encode("xa")) = 2 tokens.
+  e = encode_request(tok, {"xa", "bc"}, false);
+  EXPECT_EQ(e.context, (std::vector<int64_t>{'x', 'a'}));
+  EXPECT_EQ(e.continuation, (std::vector<int64_t>{'c'}));
+}
+
+TEST(EncodeRequest, TrailingWhitespaceMovesToTheContinuation) {
+  const MergingTokenizer tok;
+  const EncodedRequest e = encode_request(tok, {"Answer: \n", "yes"}, false);
+  EXPECT_EQ(e.context, ids("Answer:"));
+  EXPECT_EQ(e.continuation, ids(" \nyes"));
+  // U+00A0 is whitespace to Python's rstrip.
+  const EncodedRequest nbsp = encode_request(tok, {"a\xc2\xa0", "b"}, false);
+  EXPECT_EQ(nbsp.context, ids("a"));
+  EXPECT_EQ(nbsp.continuation, ids("\xc2\xa0" "b"));
+}
+
+TEST(EncodeRequest, BosOnlyWhenAskedAndForEmptyContexts) {
+  const MergingTokenizer tok;
+  const EncodedRequest with = encode_request(tok, {"q", " r"}, true);
+  EXPECT_EQ(with.context, (std::vector<int64_t>{256, 'q'}));
+  EXPECT_EQ(with.continuation, ids(" r"));
+  const EncodedRequest empty = encode_request(tok, {"", " word"}, false);
+  EXPECT_EQ(empty.context, std::vector<int64_t>{256});
+  EXPECT_EQ(empty.continuation, ids(" word"));
+}
+
+class Scoring : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new model::CausalLM(model::CausalLM::load(test::data_dir() / "models" / "stories260K-hf"));
+  }
+  static void TearDownTestSuite() { delete model_; }
+  // Sum of log-softmax of `cont` after `input` (the tokens the model sees), by one plain forward pass.
+  static double reference(const std::vector<int64_t>& input, const std::vector<int64_t>& cont) {
+    at::NoGradGuard g;
+    at::Tensor logits = model_->forward(at::tensor(input, at::kLong).unsqueeze(0))[0].to(at::kDouble);
+    at::Tensor logp = at::log_softmax(logits, -1);
+    double s = 0;
+    const int64_t n = static_cast<int64_t>(input.size()), c = static_cast<int64_t>(cont.size());
+    for (int64_t t = 0; t < c; ++t) s += logp[n - c + t][cont[t]].item<double>();
+    return s;
+  }
+  static model::CausalLM* model_;
+};
+model::CausalLM* Scoring::model_ = nullptr;
+
+TEST_F(Scoring, LeftTruncationKeepsTheLastMaxLengthTokens) {
+  std::vector<int64_t> ctx;
+  for (int i = 0; i < 30; ++i) ctx.push_back(300 + (i * 7) % 100);
+  const std::vector<int64_t> cont = {261, 262, 263};
+  LoglikelihoodOptions opt;
+  opt.max_length = 8;
+  const RequestScore s = score_requests(*model_, {{ctx, cont}}, opt).at(0);
+  // The model sees (ctx + cont)[-9:][:-1]: the last 6 context tokens and the first 2 continuation tokens.
+  std::vector<int64_t> input(ctx.end() - 6, ctx.end());
+  input.push_back(261);
+  input.push_back(262);
+  EXPECT_NEAR(s.loglikelihood, reference(input, cont), 1e-4);
+  // Without truncation the score differs (the test above could not pass by accident).
+  std::vector<int64_t> full = ctx;
+  full.insert(full.end(), cont.begin(), cont.end() - 1);
+  EXPECT_GT(std::abs(reference(full, cont) - s.loglikelihood), 1e-3);
+}
+
+TEST_F(Scoring, BatchingAndOrderDoNotChangeScores) {
+  std::vector<EncodedRequest> reqs;
+  for (int r = 0; r < 9; ++r) {
+    EncodedRequest e;
+    for (int i = 0; i < 3 + 5 * r; ++i) e.context.push_back(270 + (i * 13 + r) % 200);
+    for (int i = 0; i < 1 + r % 4; ++i) e.continuation.push_back(280 + (i * 31 + r) % 150);
+    reqs.push_back(e);
+  }
+  LoglikelihoodOptions one, many;
+  many.batch_size = 4;
+  const auto a = score_requests(*model_, reqs, one), b = score_requests(*model_, reqs, many);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::vector<int64_t> input = reqs[i].context;
+    input.insert(input.end(), reqs[i].continuation.begin(), reqs[i].continuation.end() - 1);
+    EXPECT_NEAR(a[i].loglikelihood, reference(input, reqs[i].continuation), 1e-4) << i;
+    EXPECT_NEAR(b[i].loglikelihood, a[i].loglikelihood, 1e-4) << i;
+    EXPECT_EQ(b[i].is_greedy, a[i].is_greedy) << i;
+  }
+}
+
+TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
+  // Greedy-decode 4 tokens after a prompt, then score them: is_greedy holds; change the last one and it does not.
+  std::vector<int64_t> seq = {1, 403, 407};
+  at::NoGradGuard g;
+  for (int i = 0; i < 4; ++i)
+    seq.push_back(model_->forward(at::tensor(seq, at::kLong).unsqueeze(0))[0][-1].argmax().item<int64_t>());
+  EncodedRequest e{{seq.begin(), seq.end() - 4}, {seq.end() - 4, seq.end()}};
+  EXPECT_TRUE(score_requests(*model_, {e}, {}).at(0).is_greedy);
+  e.continuation.back() = e.continuation.back() == 300 ? 301 : 300;
+  EXPECT_FALSE(score_requests(*model_, {e}, {}).at(0).is_greedy);
+}
+
+TEST(TaskMetrics, StderrsAsLmEvalComputesThem) {
+  // Values from lm_eval.api.metrics 0.4.9 (mean_stderr, perplexity, bootstrap_stderr) on the same inputs.
+  EXPECT_NEAR(mean_stderr({1, 0, 1, 1, 0, 1}), 0.210818510677892, 1e-15);
+  const std::vector<double> lls = {-1.0, -2.5, -0.3, -4.0, -1.7, -0.05, -3.3};
+  EXPECT_NEAR(perplexity_of(lls), 6.2696108398829935, 1e-13);
+  EXPECT_NEAR(bootstrap_perplexity_stderr(lls, 2000), 4.183109063430025, 1e-12);
+  EXPECT_NEAR(bootstrap_perplexity_stderr(lls, 500), 3.91839986364798, 1e-12);
+  EXPECT_NEAR(bootstrap_perplexity_stderr(lls, 100000), 4.090131516887686, 1e-11);
+}
+
+TEST(ResolveTasks, NamesFilesAndOverrides) {
+  test::TempDir tmp;
+  const fs::path data = test::data_dir() / "eval";
+  auto tasks = resolve_tasks({"rte", "piqa", "rte"}, data);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].file, data / "rte" / "rte_validation.jsonl.gz");
+  EXPECT_EQ(resolve_tasks({"all"}, data).size(), task_registry().size());
+  std::ofstream(tmp / "mine.jsonl") << R"({"sentence1":"a","sentence2":"b","label":0})" << "\n";
+  tasks = resolve_tasks({"rte"}, data, {"rte=" + (tmp / "mine.jsonl").string()});
+  EXPECT_EQ(tasks[0].file, tmp / "mine.jsonl");
+  auto error = [&](const std::vector<std::string>& names, const std::vector<std::string>& overrides,
+                   const fs::path& dir) {
+    try {
+      resolve_tasks(names, dir, overrides);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error({"piqaa"}, {}, data).find("unknown task 'piqaa'"), std::string::npos);
+  EXPECT_NE(error({"rte"}, {"piqa=x"}, data).find("task piqa is not among the tasks"), std::string::npos);
+  EXPECT_NE(error({"rte"}, {"rte"}, data).find("expected TASK=FILE"), std::string::npos);
+  EXPECT_NE(error({"rte"}, {}, tmp.path()).find("rte_validation.jsonl.gz does not exist"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace alps::eval
