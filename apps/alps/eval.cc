@@ -30,7 +30,7 @@ struct EvalArgs {
   std::string tasks, task_data, log_samples;
   std::vector<std::string> task_files;
   int64_t limit = 0, bootstrap_iters = 100000;
-  bool add_bos = false, ppl_given = false;
+  bool add_bos = false, ppl_given = false, overwrite = false;
 };
 
 int run_eval(const EvalArgs& a) {
@@ -39,6 +39,8 @@ int run_eval(const EvalArgs& a) {
   ALPS_USAGE_CHECK(!specs.empty() || !a.tasks.empty(), "--ppl: expected a comma-separated list of datasets, got '",
                    a.ppl, "'");
   ALPS_USAGE_CHECK(a.task_files.empty() || !a.tasks.empty(), "--task-file needs --tasks");
+  ALPS_USAGE_CHECK(a.log_samples.empty() || !a.tasks.empty(), "--log-samples needs --tasks");
+  if (!a.log_samples.empty()) check_output_file("--log-samples", a.log_samples, a.overwrite);
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
@@ -125,6 +127,7 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--task-file", a->task_files, "TASK=FILE: one task's file (repeatable)");
   cmd->add_flag("--add-bos", a->add_bos, "Prefix every request with the tokenizer's special tokens (BOS)");
   cmd->add_option("--log-samples", a->log_samples, "Write every request's log-likelihood and is-greedy as JSON lines");
+  add_overwrite_flag(cmd, a->overwrite, "--log-samples file");
   cmd->add_option("--bootstrap-iters", a->bootstrap_iters,
                   "Bootstrap resamples of the perplexity stderr (lm-eval's default; 0 = none)")
       ->capture_default_str()

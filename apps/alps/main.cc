@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -36,6 +37,20 @@ nlohmann::json parse_option_assignments(const std::vector<std::string>& assignme
     out[a.substr(0, eq)] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
   }
   return out;
+}
+
+void check_output_file(const std::string& flag, const std::string& path, bool overwrite) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  ALPS_CHECK(!fs::is_directory(p), flag, " ", path, " is a directory, expected a file name");
+  ALPS_CHECK(overwrite || !fs::exists(fs::symlink_status(p)), flag, " ", path,
+             " already exists; alps does not replace files unless told to: pass --overwrite or choose another name");
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  ALPS_CHECK(fs::is_directory(dir), flag, " ", path, ": directory ", dir.string(), " does not exist");
+}
+
+void add_overwrite_flag(CLI::App* cmd, bool& overwrite, const std::string& what) {
+  cmd->add_flag("--overwrite", overwrite, "Replace an existing " + what);
 }
 
 std::vector<std::string> split_list(const std::string& text) {

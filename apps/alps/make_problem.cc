@@ -12,9 +12,11 @@ struct MakeProblemArgs {
   CommonOptions common;
   std::string out, name = "synthetic";
   prune::SyntheticOptions synthetic;
+  bool overwrite = false;
 };
 
 int run_make_problem(const MakeProblemArgs& a) {
+  check_output_file("--out", a.out, a.overwrite);
   prune::LayerProblem p = prune::make_synthetic_problem(a.synthetic);
   p.name = a.name;
   prune::save_problem(a.out, p);
@@ -37,6 +39,7 @@ void add_make_problem_command(CLI::App& app, Runner& runner) {
   auto& o = args->synthetic;
   CLI::App* cmd = app.add_subcommand("make-problem", "Write a synthetic layer problem file");
   cmd->add_option("--out", args->out, "Output .safetensors")->required();
+  add_overwrite_flag(cmd, args->overwrite, "--out file");
   cmd->add_option("--rows", o.out, "Output features (rows of W)")->required()->check(int_at_least(1));
   cmd->add_option("--cols", o.in, "Input features (columns of W)")->required()->check(int_at_least(1));
   cmd->add_option("--tokens", o.tokens, "Calibration tokens T")->required()->check(int_at_least(1));

@@ -22,6 +22,7 @@ struct SolveLayerArgs {
   std::optional<double> sparsity;
   std::vector<std::string> options;
   int64_t refine_iterations = 10;
+  bool overwrite = false;
 };
 
 int run_solve_layer(const SolveLayerArgs& a) {
@@ -30,6 +31,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
       a.sparsity ? prune::Pattern::unstructured(*a.sparsity) : prune::Pattern::parse(a.pattern);
   const prune::Refine refine = prune::parse_refine(a.refine);
   auto method = prune::make_method(a.method, parse_option_assignments(a.options));
+  if (!a.out.empty()) check_output_file("--out", a.out, a.overwrite);
   const c10::Device device = resolve_device(a.common.device);
 
   prune::LayerProblem problem = prune::load_problem(a.problem);
@@ -111,6 +113,7 @@ void add_solve_layer_command(CLI::App& app, Runner& runner) {
       ->check(int_at_least(0));
   cmd->add_option("--option", args->options, "Method option key=value (repeatable), e.g. rho0=0.2");
   cmd->add_option("--out", args->out, "Write the solution in the problem file form (weight = pruned W)");
+  add_overwrite_flag(cmd, args->overwrite, "--out file");
   add_common_flags(cmd, args->common);
   cmd->callback([args, &runner] { runner = [args] { return run_solve_layer(*args); }; });
 }

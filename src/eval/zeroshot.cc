@@ -12,6 +12,7 @@
 #include "alps/core/log.h"
 #include "alps/eval/py_text.h"
 #include "alps/eval/task_metrics.h"
+#include "alps/io/staged_path.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -200,7 +201,8 @@ std::string format_task_table(const std::vector<TaskResult>& results) {
 }
 
 void write_log_samples(const fs::path& path, const std::vector<TaskResult>& results) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  io::StagedPath staged(path);  // complete or absent: a killed run never leaves half a log
+  std::ofstream out(staged.temp(), std::ios::binary | std::ios::trunc);
   ALPS_CHECK(out.good(), "--log-samples: cannot write ", path.string());
   for (const TaskResult& r : results) {
     ALPS_CHECK(r.scores.size() == static_cast<size_t>(r.requests), "task ", r.input.spec->name,
@@ -222,8 +224,9 @@ void write_log_samples(const fs::path& path, const std::vector<TaskResult>& resu
       }
     }
   }
-  out.flush();
+  out.close();
   ALPS_CHECK(out.good(), "--log-samples: writing ", path.string(), " failed");
+  staged.commit();
 }
 
 }  // namespace alps::eval

@@ -1,6 +1,7 @@
 // `alps eval --tasks` and `alps prune --eval TASK` end to end (the built executable), including bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,6 +49,20 @@ TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
   EXPECT_NEAR(acc, right / 6.0, 1e-12);
   EXPECT_EQ(lines[12]["task"], "lambada_openai");
   EXPECT_TRUE(lines[12]["is_greedy"].is_boolean());
+
+  // The log is not replaced unless asked: refused before any scoring, the file left as it was.
+  const std::string log = test::slurp(tmp / "s.jsonl");
+  const auto again = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
+                                    "--log-samples", (tmp / "s.jsonl").string()});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
+  EXPECT_EQ(again.err.find("requests"), std::string::npos) << "refused before scoring:\n" << again.err;
+  EXPECT_TRUE(test::slurp(tmp / "s.jsonl") == log);
+  const auto replaced = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
+                                       "--log-samples", (tmp / "s.jsonl").string(), "--overwrite"});
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  const std::string relog = test::slurp(tmp / "s.jsonl");
+  EXPECT_EQ(std::count(relog.begin(), relog.end(), '\n'), 4);
 }
 
 TEST(ZeroShotCli, TableWithPerplexityInOneRun) {

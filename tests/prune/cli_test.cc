@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,31 @@ std::string make(const alps::test::TempDir& dir, const std::string& file, const 
   auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["rows"], std::stoi(rows));
   return path;
+}
+
+TEST(SolveLayerCli, OutputFilesAreNeverReplacedUnlessAsked) {
+  alps::test::TempDir dir;
+  const std::string problem = make(dir, "p.safetensors", "8", "16");
+  const std::string before = alps::test::slurp(problem);
+  auto again = run_cli({"make-problem", "--out", problem, "--rows", "4", "--cols", "4", "--tokens", "10"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
+  EXPECT_TRUE(alps::test::slurp(problem) == before) << "the existing file must be left as it was";
+
+  const std::string user = (dir / "user.safetensors").string();
+  std::ofstream(user) << "the user's file";
+  auto solve = run_cli({"solve-layer", "--problem", problem, "--method", "magnitude", "--sparsity", "0.5", "--device",
+                        "cpu", "--out", user});
+  EXPECT_EQ(solve.exit_code, 1);
+  EXPECT_NE(solve.err.find("--out " + user + " already exists"), std::string::npos) << solve.err;
+  EXPECT_EQ(alps::test::slurp(user), "the user's file");
+  solve = run_cli({"solve-layer", "--problem", problem, "--method", "magnitude", "--sparsity", "0.5", "--device", "cpu",
+                   "--out", user, "--overwrite"});
+  EXPECT_EQ(solve.exit_code, 0) << solve.err;
+  EXPECT_EQ(load_problem(user).rows(), 8);
+  auto to_dir = run_cli({"make-problem", "--out", dir.path().string(), "--rows", "4", "--cols", "4", "--tokens", "10"});
+  EXPECT_EQ(to_dir.exit_code, 1);
+  EXPECT_NE(to_dir.err.find("is a directory"), std::string::npos) << to_dir.err;
 }
 
 TEST(SolveLayerCli, SolvesRefinesAndWritesTheSolution) {
