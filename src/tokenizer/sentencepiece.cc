@@ -53,9 +53,9 @@ std::vector<std::string> shim_candidates() {
 #endif
 
 // AddressSanitizer's dlopen interceptor aborts the process on RTLD_DEEPBIND (a deep-bound library could reach libc's
-// malloc instead of the sanitizer's). The module cannot do without it (protobuf, above), and within the module
-// new/delete still go through libstdc++ and so through the sanitizer's allocator, so sanitized builds call
-// glibc's own dlopen.
+// malloc instead of the sanitizer's). The module cannot do without it (protobuf, above), and its allocations still
+// reach the sanitizer's malloc through libstdc++'s operator new, so sanitized builds call glibc's own dlopen. The
+// sanitizer then sees the module's new/delete pairs as malloc/delete (tests/fuzz/harness.cc turns that check off).
 void* open_module(const char* path, int flags) {
 #ifdef ALPS_ASAN
   using DlopenFn = void* (*)(const char*, int);

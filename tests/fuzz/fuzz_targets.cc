@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <stdexcept>
 
 #include "alps/core/error.h"
