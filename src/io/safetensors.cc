@@ -134,10 +134,19 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     }
     ALPS_CHECK(value["shape"].is_array(), where, ": shape is not an array");
     for (const auto& d : value["shape"]) {
-      ALPS_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
-                 ": shape entries must be non-negative integers");
+      ALPS_CHECK(d.is_number_integer() && (d.is_number_unsigned() ? d.get<uint64_t>() <= uint64_t{INT64_MAX}
+                                                                  : d.get<int64_t>() >= 0),
+                 where, ": shape entries must be non-negative 64-bit integers, got ", d.dump());
       e.shape.push_back(d.get<int64_t>());
     }
+    // Like the reference reader, the running product must stay in range even when a later dimension is 0.
+    int64_t expected_bytes = 1;
+    for (int64_t d : e.shape)
+      ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, d, &expected_bytes), where, ": shape ", shape_str(e.shape),
+                 " has more elements than a 64-bit count holds");
+    const auto element_bytes = static_cast<int64_t>(c10::elementSize(e.dtype));
+    ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, element_bytes, &expected_bytes), where, ": shape ",
+               shape_str(e.shape), " is too large for a 64-bit byte count");
     const auto& off = value["data_offsets"];
     ALPS_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
                ": data_offsets must be two non-negative integers");
@@ -146,7 +155,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     ALPS_CHECK(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end, "] are reversed");
     ALPS_CHECK(e.end <= data_size, where, ": data_offsets end ", e.end, " is past the data section (", data_size,
                " bytes; truncated file?)");
-    const uint64_t expected = static_cast<uint64_t>(e.numel()) * c10::elementSize(e.dtype);
+    const auto expected = static_cast<uint64_t>(expected_bytes);
     ALPS_CHECK(e.end - e.begin == expected, where, ": shape ", shape_str(e.shape), " of ", value["dtype"].get<std::string>(),
                " needs ", expected, " bytes but data_offsets span ", e.end - e.begin);
     entries_.push_back(std::move(e));

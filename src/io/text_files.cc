@@ -77,7 +77,8 @@ nlohmann::json read_json_file(const fs::path& path, bool allow_comments) {
   const std::string text = read_text_file(path);
   try {
     return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, allow_comments);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e400") is an out_of_range error.
     ALPS_FAIL(path.string(), ": not valid JSON (", e.what(), ")");
   }
 }

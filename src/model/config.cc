@@ -1,6 +1,7 @@
 #include "alps/model/config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
@@ -20,20 +21,24 @@ T get_or(const json& j, const char* key, T fallback) {
   return it->get<T>();
 }
 
-// nlohmann converts 2.5 to the integer 2 without complaint; a size written as a float is a broken config, not a
-// size to round.
+// Integer fields take integers only: nlohmann converts 2.5 to 2 without complaint (a size written as a float is a
+// broken config, not a size to round), 1e30 with undefined behaviour, and wraps an unsigned value past int64.
+int64_t to_int(const json& v, const char* key, const std::filesystem::path& path) {
+  ALPS_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}),
+             path.string(), ": field '", key, "' must be an integer, got ", v.dump());
+  return v.get<int64_t>();
+}
+
 std::optional<int64_t> optional_int(const json& j, const char* key, const std::filesystem::path& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
-  ALPS_CHECK(it->is_number_integer(), path.string(), ": field '", key, "' must be an integer, got ", it->dump());
-  return it->get<int64_t>();
+  return to_int(*it, key, path);
 }
 
 int64_t required_int(const json& j, const char* key, const std::filesystem::path& path) {
   auto it = j.find(key);
-  ALPS_CHECK(it != j.end() && it->is_number_integer(), path.string(), ": expected integer field '", key,
-             "', found ", it == j.end() ? std::string("nothing") : it->dump());
-  return it->get<int64_t>();
+  ALPS_CHECK(it != j.end(), path.string(), ": expected integer field '", key, "', found nothing");
+  return to_int(*it, key, path);
 }
 
 // A JSON number far beyond the double range parses as infinity; every real-valued field must be finite.
@@ -50,11 +55,11 @@ void check_positive(int64_t v, const char* key, const std::filesystem::path& pat
   ALPS_CHECK(v > 0, path.string(), ": ", key, " must be positive, got ", v);
 }
 
-std::optional<int64_t> optional_id(const json& j, const char* key) {
+std::optional<int64_t> optional_id(const json& j, const char* key, const std::filesystem::path& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_array()) return it->empty() ? std::nullopt : std::optional<int64_t>((*it)[0].get<int64_t>());
-  return it->get<int64_t>();
+  if (it->is_array()) return it->empty() ? std::nullopt : std::optional<int64_t>(to_int((*it)[0], key, path));
+  return to_int(*it, key, path);
 }
 
 std::string architecture_of(const json& j, const std::filesystem::path& path) {
@@ -175,8 +180,8 @@ ModelConfig load_config(const std::filesystem::path& path) {
     else
       ALPS_FAIL(path.string(), ": unknown architecture '", c.architecture,
                 "' (supported: LlamaForCausalLM, OPTForCausalLM)");
-    c.bos_token_id = optional_id(j, "bos_token_id");
-    c.eos_token_id = optional_id(j, "eos_token_id");
+    c.bos_token_id = optional_id(j, "bos_token_id", path);
+    c.eos_token_id = optional_id(j, "eos_token_id", path);
     c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", ""));
   } catch (const json::exception& e) {
     ALPS_FAIL(path.string(), ": malformed field: ", e.what());

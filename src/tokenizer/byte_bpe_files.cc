@@ -284,10 +284,15 @@ ByteBpeSpec read_byte_bpe_tokenizer_json(const std::filesystem::path& tokenizer_
 bool is_byte_level_tokenizer_json(const std::filesystem::path& tokenizer_json) {
   const nlohmann::json j = io::read_json_file(tokenizer_json);
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return false;
-  const auto& model = j["model"];
-  if (model.value("type", "") != "BPE" || model.value("byte_fallback", false)) return false;
-  return mentions_byte_level(j.value("pre_tokenizer", nlohmann::json())) ||
-         mentions_byte_level(j.value("decoder", nlohmann::json()));
+  try {
+    const auto& model = j["model"];
+    if (model.value("type", "") != "BPE" || model.value("byte_fallback", false)) return false;
+    return mentions_byte_level(j.value("pre_tokenizer", nlohmann::json())) ||
+           mentions_byte_level(j.value("decoder", nlohmann::json()));
+  } catch (const nlohmann::json::exception& e) {
+    // value() throws when a field has the wrong type ("type": 5).
+    ALPS_FAIL(tokenizer_json.string(), ": malformed tokenizer.json (", e.what(), ")");
+  }
 }
 
 }  // namespace alps::tokenizer

@@ -45,6 +45,30 @@ std::vector<std::string> shim_candidates() {
   return paths;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ALPS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALPS_ASAN 1
+#endif
+#endif
+
+// AddressSanitizer's dlopen interceptor aborts the process on RTLD_DEEPBIND (a deep-bound library could reach libc's
+// malloc instead of the sanitizer's). The module cannot do without it (protobuf, above), and its allocations still
+// reach the sanitizer's malloc through libstdc++'s operator new, so sanitized builds call glibc's own dlopen. The
+// sanitizer then sees the module's new/delete pairs as malloc/delete (tests/fuzz/harness.cc turns that check off).
+void* open_module(const char* path, int flags) {
+#ifdef ALPS_ASAN
+  using DlopenFn = void* (*)(const char*, int);
+  static const auto real_dlopen = [] {
+    void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    return libc != nullptr ? reinterpret_cast<DlopenFn>(dlsym(libc, "dlopen")) : nullptr;
+  }();
+  if (real_dlopen != nullptr) return real_dlopen(path, flags);
+#endif
+  return dlopen(path, flags);
+}
+
 const Shim& shim() {
   static Shim instance;
   static std::once_flag once;
@@ -53,7 +77,7 @@ const Shim& shim() {
     std::string tried;
     for (const auto& path : shim_candidates()) {
       // DEEPBIND: the module and libsentencepiece resolve protobuf symbols to their own copy first.
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      void* handle = open_module(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
       if (handle == nullptr) {
         tried += "\n  " + path + ": " + dlerror();
         continue;
@@ -90,17 +114,16 @@ class SentencePiece final : public Tokenizer {
       : source_(model_file.string()) {
     require_regular_file(model_file, "SentencePiece model");
     std::string error;
-    processor_ = shim().load(source_.c_str(), &append_bytes, &error);
+    processor_.reset(shim().load(source_.c_str(), &append_bytes, &error));
     ALPS_CHECK(processor_ != nullptr, "cannot load SentencePiece model ", source_, ": ", error);
-    bos_id_ = resolve(config.bos_token, config.bos_token_id, shim().bos_id(processor_));
-    eos_id_ = resolve(config.eos_token, config.eos_token_id, shim().eos_id(processor_));
+    bos_id_ = resolve(config.bos_token, config.bos_token_id, shim().bos_id(processor_.get()));
+    eos_id_ = resolve(config.eos_token, config.eos_token_id, shim().eos_id(processor_.get()));
     // LlamaTokenizer's defaults: add_bos_token=True, add_eos_token=False.
     add_bos_ = config.add_bos_token.value_or(true);
     add_eos_ = config.add_eos_token.value_or(false);
     ALPS_CHECK(!add_bos_ || bos_id_, source_, ": add_bos_token is set but the model has no BOS piece");
     ALPS_CHECK(!add_eos_ || eos_id_, source_, ": add_eos_token is set but the model has no EOS piece");
   }
-  ~SentencePiece() override { shim().free(processor_); }
   SentencePiece(const SentencePiece&) = delete;
   SentencePiece& operator=(const SentencePiece&) = delete;
 
@@ -109,7 +132,7 @@ class SentencePiece final : public Tokenizer {
     ids.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) ids.push_back(*bos_id_);
     std::string error;
-    const int rc = shim().encode(processor_, text.data(), text.size(), &append_ids, &ids, &append_bytes, &error);
+    const int rc = shim().encode(processor_.get(), text.data(), text.size(), &append_ids, &ids, &append_bytes, &error);
     ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to encode: ", error);
     if (add_special && add_eos_) ids.push_back(*eos_id_);
     return ids;
@@ -122,16 +145,17 @@ class SentencePiece final : public Tokenizer {
     for (int64_t id : ids) {
       ALPS_CHECK(id >= 0 && id < vocab_size(), "decode: token id ", id, " is outside the vocabulary [0, ", vocab_size(),
                  ") of ", source_);
-      if (shim().piece_flags(processor_, static_cast<int>(id)) != 0 || id == bos_id_ || id == eos_id_) continue;
+      if (shim().piece_flags(processor_.get(), static_cast<int>(id)) != 0 || id == bos_id_ || id == eos_id_) continue;
       kept.push_back(static_cast<int>(id));
     }
     std::string text, error;
-    const int rc = shim().decode(processor_, kept.data(), kept.size(), &append_bytes, &text, &append_bytes, &error);
+    const int rc =
+        shim().decode(processor_.get(), kept.data(), kept.size(), &append_bytes, &text, &append_bytes, &error);
     ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to decode: ", error);
     return text;
   }
 
-  int64_t vocab_size() const override { return shim().piece_size(processor_); }
+  int64_t vocab_size() const override { return shim().piece_size(processor_.get()); }
   std::optional<int64_t> bos_id() const override { return bos_id_; }
   std::optional<int64_t> eos_id() const override { return eos_id_; }
   std::string kind() const override { return "sentencepiece"; }
@@ -142,7 +166,7 @@ class SentencePiece final : public Tokenizer {
   std::optional<int64_t> resolve(const std::optional<std::string>& token, std::optional<int64_t> config_id,
                                  int model_id) const {
     if (token) {
-      const int id = shim().piece_id(processor_, token->data(), token->size());
+      const int id = shim().piece_id(processor_.get(), token->data(), token->size());
       if (id >= 0) return id;
     }
     if (config_id && *config_id >= 0 && *config_id < vocab_size()) return config_id;
@@ -151,7 +175,8 @@ class SentencePiece final : public Tokenizer {
   }
 
   std::string source_;
-  void* processor_ = nullptr;
+  // Owned from the moment it is loaded, so that a check failing later in the constructor does not leak it.
+  std::unique_ptr<void, void (*)(void*)> processor_{nullptr, [](void* p) { shim().free(p); }};
   std::optional<int64_t> bos_id_, eos_id_;
   bool add_bos_ = true, add_eos_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "alps/core/error.h"
 #include "tokenizer/json_file.h"
@@ -60,10 +61,15 @@ SpecialTokenConfig read_special_token_config(const std::filesystem::path& model_
         ALPS_CHECK(value.is_object() && value.contains("content") && value["content"].is_string(), file,
                    ": added_tokens_decoder[", key, "] has no string 'content'");
         token.content = value["content"];
-        token.special = value.value("special", false);
-        token.lstrip = value.value("lstrip", false);
-        token.rstrip = value.value("rstrip", false);
-        token.single_word = value.value("single_word", false);
+        token.special = false;  // absent flags are false, as transformers reads them
+        for (auto [name, flag] : {std::pair{"special", &token.special}, {"lstrip", &token.lstrip},
+                                  {"rstrip", &token.rstrip}, {"single_word", &token.single_word}}) {
+          auto field = value.find(name);
+          if (field == value.end()) continue;
+          ALPS_CHECK(field->is_boolean(), file, ": added_tokens_decoder[", key, "].", name,
+                     " must be true or false, got ", field->dump());
+          *flag = field->get<bool>();
+        }
         config.added_tokens.push_back(std::move(token));
       }
     }
