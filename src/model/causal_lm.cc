@@ -60,7 +60,11 @@ void check_shard_name(const fs::path& dir, const std::string& tensor, const std:
              ", which is not a file name relative to the model directory");
   for (const fs::path& part : rel)
     ALPS_CHECK(part != "..", where, ", whose '..' leaves the model directory");
-  const fs::path root = fs::weakly_canonical(dir), target = fs::weakly_canonical(dir / rel);
+  std::error_code ec;  // a name the file system cannot resolve (too long, say) is the index's fault, not a crash
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  ALPS_CHECK(!ec, "cannot resolve the model directory ", dir.string(), ": ", ec.message());
+  const fs::path target = fs::weakly_canonical(dir / rel, ec);
+  ALPS_CHECK(!ec, where, ", which cannot be resolved: ", ec.message());
   auto inside = [&target](const fs::path& base) {
     auto [b, t] = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
     return b == base.end() && t != target.end();
