@@ -12,6 +12,14 @@
 namespace alps::tokenizer {
 namespace {
 
+// A token id as JSON gives it: nlohmann would convert 2.5 or 1e90 to an integer (the latter undefined behaviour) and
+// wrap an unsigned value past int64.
+int64_t json_id(const nlohmann::json& v, const std::string& where, const std::string& what) {
+  ALPS_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}), where,
+             ": ", what, " must be an integer id, got ", v.dump());
+  return v.get<int64_t>();
+}
+
 std::string to_byte_level(std::string_view text) {
   std::string out;
   for (unsigned char c : text) out += byte_to_unicode(c);
@@ -75,8 +83,7 @@ std::vector<std::pair<std::string, int64_t>> parse_vocab(const nlohmann::json& j
   std::vector<std::pair<std::string, int64_t>> vocab;
   vocab.reserve(j.size());
   for (const auto& [token, id] : j.items()) {
-    ALPS_CHECK(id.is_number_integer(), where, ": id of token '", token, "' must be an integer, got ", id.dump());
-    vocab.emplace_back(token, id.get<int64_t>());
+    vocab.emplace_back(token, json_id(id, where, "the id of token '" + token + "'"));
   }
   return vocab;
 }
@@ -161,8 +168,8 @@ bool parse_post_processor(const nlohmann::json& j, ByteBpeSpec& spec, const std:
     return true;
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
-    spec.prefix_ids.push_back(j.at("cls").at(1).get<int64_t>());
-    spec.suffix_ids.push_back(j.at("sep").at(1).get<int64_t>());
+    spec.prefix_ids.push_back(json_id(j.at("cls").at(1), where, "post_processor.cls[1]"));
+    spec.suffix_ids.push_back(json_id(j.at("sep").at(1), where, "post_processor.sep[1]"));
     return true;
   }
   ALPS_FAIL(where, ": unsupported post_processor type '", type, "'");
@@ -262,7 +269,7 @@ ByteBpeSpec read_byte_bpe_tokenizer_json(const std::filesystem::path& tokenizer_
     spec.ignore_merges = model.value("ignore_merges", false);
     if (auto it = j.find("added_tokens"); it != j.end() && it->is_array()) {
       for (const auto& a : *it) {
-        spec.added_tokens.push_back({a.at("content").get<std::string>(), a.at("id").get<int64_t>(),
+        spec.added_tokens.push_back({a.at("content").get<std::string>(), json_id(a.at("id"), where, "added_tokens id"),
                                      a.value("special", false), a.value("lstrip", false), a.value("rstrip", false),
                                      a.value("single_word", false)});
       }
