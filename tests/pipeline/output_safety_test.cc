@@ -240,6 +240,9 @@ struct CommitCrash {
   bool new_visible;  // what the path holds right after the kill
 };
 
+// Named by its faults, so that test listings show them rather than the struct's bytes.
+void PrintTo(const CommitCrash& c, std::ostream* os) { *os << c.faults; }
+
 class CommitCrashes : public ::testing::TestWithParam<CommitCrash> {};
 
 TEST_P(CommitCrashes, LeaveThePreviousOrTheNewOutputWhole) {
