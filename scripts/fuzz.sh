@@ -15,16 +15,8 @@ jobs="${FUZZ_JOBS:-1}"
 
 packages=(clang-14 libclang-rt-14-dev cmake ninja-build pkg-config libtorch-dev libsentencepiece-dev
           nlohmann-json3-dev libcli11-dev libspdlog-dev libpcre2-dev zlib1g-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source scripts/install_packages.sh
+install_packages "${packages[@]}"
 
 build=build-fuzz
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALPS_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null

@@ -11,16 +11,8 @@ packages=(
   liblapack-dev         # ALPS calls ssyevd/ssyrk directly (src/prune/linalg.cc); OpenBLAS serves them at run time
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libgtest-dev libpcre2-dev zlib1g-dev
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source scripts/install_packages.sh
+install_packages "${packages[@]}"
 
 build_dir="${BUILD_DIR:-build}"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"

@@ -1,4 +1,4 @@
-// `alps eval`: perplexity of a checkpoint on standard datasets (SPEC §6) and zero-shot tasks. The library does the
+// `alps eval`: perplexity of a checkpoint on standard datasets and zero-shot tasks. The library does the
 // work (alps/eval/perplexity.h, datasets.h, zeroshot.h); this file maps flags to options and prints the tables or
 // JSON.
 #include <fmt/format.h>
@@ -104,7 +104,7 @@ int run_eval(const EvalArgs& a) {
 void add_eval_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files (SPEC §6), and zero-shot tasks");
+      "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files, and zero-shot tasks");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--ppl", a->ppl,
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")

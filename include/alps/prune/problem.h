@@ -41,7 +41,7 @@ void check_gram(const LayerProblem& problem, const std::string& what = "");
 /// T is too large for any bound).
 double gram_rounding_gamma(const LayerProblem& problem);
 
-/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G (SPEC §1). A non-finite result
+/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G. A non-finite result
 /// or a negative one beyond the rounding bound is an alps::Error; a negative one within it is 0.
 double relative_error(const LayerProblem& problem, const at::Tensor& W);
 
