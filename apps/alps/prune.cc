@@ -1,5 +1,4 @@
 // `alps prune`: the end-to-end command (SPEC §5). Flags override the --config recipe; the library does the work.
-#include <spdlog/spdlog.h>
 
 #include <iostream>
 
@@ -19,6 +18,7 @@ struct PruneArgs {
   std::string method, pattern, refine, calib, dtype, stats_dtype, eval;
   double sparsity = -1;
   int64_t pcg_iterations = 0, nsamples = 0, seqlen = 0, batch_size = 0, stop_after = -1, eval_seqlen = 0;
+  int64_t eval_max_windows = 0, eval_limit = 0;
   uint64_t seed = 0;
   std::vector<std::string> options, skip;
   bool overwrite = false, resume = false;
@@ -47,6 +47,8 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   if (given("--stats-dtype")) r.stats_dtype = a.stats_dtype;
   if (given("--eval")) r.eval = split_list(a.eval);
   if (given("--eval-seqlen")) r.eval_seqlen = a.eval_seqlen;
+  if (given("--eval-max-windows")) r.eval_max_windows = a.eval_max_windows;
+  if (given("--eval-limit")) r.eval_limit = a.eval_limit;
 
   pipeline::PruneJob job;
   job.model_dir = a.model;
@@ -59,8 +61,13 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   job.dump_problems = a.dump_problems;
 
   const report::RunReport rep = pipeline::run_prune(job);
-  if (rep.complete) spdlog::info("summary:\n{}", report::summary_text(rep));
-  if (a.common.json) print_json(report::to_json(rep));
+  // The result on stdout (the report itself with --json); progress and logs went to stderr.
+  if (a.common.json)
+    print_json(report::to_json(rep));
+  else if (rep.complete)
+    std::cout << report::summary_text(rep) << std::flush;
+  else
+    std::cout << "stopped after " << rep.blocks_done << "/" << rep.blocks_total << " blocks; continue with --resume\n";
   return 0;
 }
 
@@ -100,6 +107,11 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa");
   cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))")
       ->check(seqlen_or_default());
+  cmd->add_option("--eval-max-windows", a->eval_max_windows,
+                  "Perplexity of --eval over at most N windows per dataset (default 0: all)")
+      ->check(int_at_least(0));
+  cmd->add_option("--eval-limit", a->eval_limit, "Zero-shot tasks of --eval over their first N documents (default 0: all)")
+      ->check(int_at_least(0));
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   auto* ow = cmd->add_flag("--overwrite", a->overwrite,
                            "Replace an existing alps output directory (kept until the new one is complete)");

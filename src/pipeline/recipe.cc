@@ -84,6 +84,8 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   f.read("stats_dtype", r.stats_dtype);
   f.read("eval", r.eval);
   f.read("eval_seqlen", r.eval_seqlen);
+  f.read("eval_max_windows", r.eval_max_windows);
+  f.read("eval_limit", r.eval_limit);
   f.finish();
   return r;
 }
@@ -116,7 +118,9 @@ json recipe_to_json(const Recipe& r) {
           {"batch_size", r.batch_size},
           {"stats_dtype", r.stats_dtype},
           {"eval", r.eval},
-          {"eval_seqlen", r.eval_seqlen}};
+          {"eval_seqlen", r.eval_seqlen},
+          {"eval_max_windows", r.eval_max_windows},
+          {"eval_limit", r.eval_limit}};
 }
 
 LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {

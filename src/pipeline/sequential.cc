@@ -187,6 +187,8 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   eval::plan_evaluation(r.eval, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
+  ALPS_CHECK(r.eval_max_windows >= 0, "evaluation max windows must be >= 0 (0: all), got ", r.eval_max_windows);
+  ALPS_CHECK(r.eval_limit >= 0, "evaluation limit must be >= 0 (0: all documents), got ", r.eval_limit);
 }
 
 // What must be the same for a continuation to equal an uninterrupted run: the recipe (evaluation aside, which
@@ -196,6 +198,8 @@ json resume_key(const PruneJob& job, const fs::path& calibration) {
   json r = recipe_to_json(job.recipe);
   r.erase("eval");
   r.erase("eval_seqlen");
+  r.erase("eval_max_windows");
+  r.erase("eval_limit");
   json calib = {{"source", calibration.string()}};
   if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
   return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(job.model_dir)}, {"calibration", calib}};
@@ -314,8 +318,11 @@ class PruneRun {
     eval::PerplexityOptions popt;
     popt.seqlen = std::min<int64_t>(r_.eval_seqlen > 0 ? r_.eval_seqlen : 2048, m_.config().max_positions);
     popt.batch_size = 1;
+    popt.max_windows = r_.eval_max_windows;
+    eval::ZeroShotOptions zopt;
+    zopt.limit = r_.eval_limit;
     m_.load_all();
-    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, {})) rep_.eval.push_back(res);
+    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, zopt)) rep_.eval.push_back(res);
     rep_.phase_seconds["eval"] += seconds_since(t0);
   }
 

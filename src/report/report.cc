@@ -97,11 +97,14 @@ json to_json(const RunReport& r) {
 }
 
 std::string summary_text(const RunReport& r) {
-  std::string out;
   int64_t zeros = 0, total = 0, pruned = 0, skipped = 0;
   double solve = 0;
-  // Mean error per linear kind (the name after the block index), which is how layer errors are usually compared.
-  std::map<std::string, std::pair<double, int>> by_kind;
+  // Per linear kind (the name after the block index), which is how layer errors are usually compared.
+  struct Kind {
+    double error = 0, seconds = 0;
+    int count = 0;
+  };
+  std::map<std::string, Kind> by_kind;
   for (const auto& l : r.layers) {
     const int64_t n = l.shape.size() == 2 ? l.shape[0] * l.shape[1] : 0;
     total += n;
@@ -113,28 +116,40 @@ std::string summary_text(const RunReport& r) {
     zeros += static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
     solve += l.seconds + l.refine_seconds;
     const auto dot = l.name.find('.', l.name.find("layers.") + 7);
-    const std::string kind = dot == std::string::npos ? l.name : l.name.substr(dot + 1);
-    auto& [sum, count] = by_kind[kind];
-    sum += l.rel_error_refined.value_or(l.rel_error);
-    ++count;
+    Kind& k = by_kind[dot == std::string::npos ? l.name : l.name.substr(dot + 1)];
+    k.error += l.rel_error_refined.value_or(l.rel_error);
+    k.seconds += l.seconds + l.refine_seconds;
+    ++k.count;
   }
-  out += fmt::format("pruned {} linear layers ({} left dense) in {}/{} blocks; linear-layer sparsity {:.2f}%\n", pruned,
-                     skipped, r.blocks_done, r.blocks_total,
-                     total > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(total) : 0.0);
-  out += "mean relative reconstruction error by layer kind:\n";
-  for (const auto& [kind, v] : by_kind) out += fmt::format("  {:<24} {:.4e}\n", kind, v.first / v.second);
-  out += fmt::format("solver time {:.1f}s; phases:", solve);
-  for (const auto& [phase, s] : r.phase_seconds) out += fmt::format(" {} {:.1f}s", phase, s);
-  out += "\n";
+  std::string out = fmt::format(
+      "{} {}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%\n",
+      r.recipe.value("method", "?"), r.recipe.value("pattern", "?"), pruned, skipped, r.blocks_done, r.blocks_total,
+      total > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(total) : 0.0);
+  out += fmt::format("\n{:<24} {:>6} {:>15} {:>10}\n", "layer kind", "layers", "mean rel. error", "solve s");
+  for (const auto& [kind, k] : by_kind)
+    out += fmt::format("{:<24} {:>6} {:>15.4e} {:>10.1f}\n", kind, k.count, k.error / k.count, k.seconds);
+  out += fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
+  double wall = 0;
+  for (const auto& [phase, s] : r.phase_seconds) {
+    out += fmt::format("{:<24} {:>10.1f}\n", phase, s);
+    wall += s;
+  }
+  out += fmt::format("{:<24} {:>10.1f}  (layer solves {:.1f})\n", "total", wall, solve);
+  if (!r.eval.empty()) out += fmt::format("\n{:<24} {:<16} {:>12}  {}\n", "evaluation", "metric", "value", "over");
   for (const auto& e : r.eval) {
     if (e.contains("task")) {  // zero-shot task: its metrics
-      out += fmt::format("{:<22}", e.value("task", "?"));
-      for (const auto& [name, value] : e["metrics"].items())
-        if (value.is_number()) out += fmt::format(" {} {:.4f}", name, value.get<double>());
-      out += fmt::format(" ({} documents)\n", e.value("docs", 0));
+      const auto& metrics = e["metrics"];
+      for (const auto& [name, value] : metrics.items()) {
+        if (!value.is_number() || (name.size() > 7 && name.compare(name.size() - 7, 7, "_stderr") == 0)) continue;
+        const auto se = metrics.find(name + "_stderr");
+        out += fmt::format("{:<24} {:<16} {:>12.4f}  {} documents{}\n", e.value("task", "?"), name,
+                           value.get<double>(), e.value("docs", 0),
+                           se != metrics.end() && se->is_number() ? fmt::format(", stderr {:.4f}", se->get<double>())
+                                                                  : "");
+      }
       continue;
     }
-    out += fmt::format("perplexity {:<12} {:.4f} ({} windows of {} tokens)\n", e.value("dataset", "?"),
+    out += fmt::format("{:<24} {:<16} {:>12.4f}  {} windows of {} tokens\n", e.value("dataset", "?"), "perplexity",
                        e.value("perplexity", 0.0), e.value("windows", 0), e.value("seqlen", 0));
   }
   return out;

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -190,6 +191,40 @@ TEST(PruneCli, DumpsProblems) {
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("already holds model.layers.0."), std::string::npos) << again.err;
   EXPECT_FALSE(fs::exists(dir / "out2"));
+}
+
+// Without --json the result is a summary table on stdout (logs stay on stderr); --eval-max-windows and --eval-limit
+// bound the evaluation, and the perplexity equals `alps eval` of the saved checkpoint over the same windows.
+TEST(PruneCli, SummaryOnStdoutAndBoundedEvaluation) {
+  test::TempDir dir;
+  const std::string text = (test::data_dir() / "text/tinystories/tinystories_sample.txt").string();
+  std::vector<std::string> args = prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5", "--eval",
+                                                           text + ",rte", "--eval-seqlen", "64", "--eval-max-windows",
+                                                           "3", "--eval-limit", "10"});
+  args.erase(std::find(args.begin(), args.end(), "--json"));
+  const auto r = test::run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {"magnitude 0.5: 35 linear layers pruned (0 left dense) in 5/5 blocks", "layer kind",
+                           "mlp.down_proj", "pruned_forward", "perplexity", "3 windows of 64 tokens", "rte",
+                           "10 documents"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in stdout:\n" << r.out;
+  EXPECT_EQ(r.err.find("layer kind"), std::string::npos) << "the summary belongs on stdout only";
+
+  const json report = json::parse(slurp(dir / "out/alps-report.json"));
+  ASSERT_EQ(report["eval"].size(), 2u);
+  EXPECT_EQ(report["eval"][0]["windows"], 3);
+  EXPECT_EQ(report["eval"][1]["docs"], 10);
+  const auto again = test::run_cli({"eval", "--model", (dir / "out").string(), "--ppl", text, "--seqlen", "64",
+                                    "--max-windows", "3", "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  // The same weights and windows through the same code: equal up to the order in which the saved copy was read.
+  const double saved = json::parse(again.out)["results"][0]["perplexity"].get<double>();
+  const double in_memory = report["eval"][0]["perplexity"].get<double>();
+  EXPECT_NEAR(in_memory, saved, 1e-9 * saved);
+
+  const auto bad = test::run_cli(prune_args(dir / "bad", {"--sparsity", "0.5", "--eval-max-windows", "-1"}));
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "bad"));
 }
 
 }  // namespace

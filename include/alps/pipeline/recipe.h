@@ -38,6 +38,8 @@ struct Recipe {
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
   std::vector<std::string> eval;     ///< datasets evaluated after pruning
   int64_t eval_seqlen = 0;           ///< their window length (0: min(2048, max positions))
+  int64_t eval_max_windows = 0;      ///< perplexity over at most this many windows per dataset (0: all)
+  int64_t eval_limit = 0;            ///< zero-shot tasks over their first this many documents (0: all)
 };
 
 /// Parses a recipe; unknown keys and wrong types are errors naming `origin` and the key.

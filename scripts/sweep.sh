@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# A batch of `alps prune` runs: every method at every sparsity, each evaluated, plus the dense model, summarised as
+# tables (markdown + JSON) and a plot of perplexity against sparsity per method.
+#
+# Restartable: a finished run's report is kept in SWEEP/reports/ and never redone; an interrupted run is continued
+# with `alps prune --resume`; a sweep directory remembers its settings (sweep.json) and a rerun with other settings
+# is refused, naming the difference. One sweep per directory at a time (flock).
+#
+# Usage: scripts/sweep.sh --model DIR --out SWEEP [options]
+#   --methods LIST        methods (default alps,sparsegpt,wanda,dsnot,magnitude)
+#   --patterns LIST       sparsities and N:M patterns (default 0.5,0.6,0.7,0.8,2:4)
+#   --nsamples N          calibration windows (default 128)
+#   --seqlen N            tokens per calibration window (default 2048)
+#   --calib SRC           calibration text (default c4)
+#   --eval LIST           evaluation datasets/tasks (default wikitext2,ptb)
+#   --eval-seqlen N       evaluation window (default 0: min(2048, the model's positions))
+#   --eval-max-windows N  perplexity over at most N windows per dataset (default 0: all)
+#   --eval-limit N        zero-shot tasks over their first N documents (default 0: all)
+#   --data-dir DIR        data directory for calibration and evaluation (default: alps's own rule)
+#   --alps BIN            the alps binary (default build/apps/alps/alps)
+#   --drop-checkpoints    delete each run's pruned checkpoint once its report is kept (the runs of a 7B sweep
+#                         would not fit on most disks); the reports keep every figure
+#   --title TEXT          title of the tables and the plot (default: the model directory's name)
+#   -- ARGS...            passed to every `alps prune` (e.g. --batch-size 4 --threads 2); part of the settings
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+model="" out="" methods="alps,sparsegpt,wanda,dsnot,magnitude" patterns="0.5,0.6,0.7,0.8,2:4"
+nsamples=128 seqlen=2048 calib=c4 eval=wikitext2,ptb eval_seqlen=0 eval_max_windows=0 eval_limit=0
+data_dir="" alps="$repo/build/apps/alps/alps" drop=0 title="" extra=()
+
+die() { echo "sweep: $*" >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) model=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --methods) methods=$2; shift 2 ;;
+    --patterns) patterns=$2; shift 2 ;;
+    --nsamples) nsamples=$2; shift 2 ;;
+    --seqlen) seqlen=$2; shift 2 ;;
+    --calib) calib=$2; shift 2 ;;
+    --eval) eval=$2; shift 2 ;;
+    --eval-seqlen) eval_seqlen=$2; shift 2 ;;
+    --eval-max-windows) eval_max_windows=$2; shift 2 ;;
+    --eval-limit) eval_limit=$2; shift 2 ;;
+    --data-dir) data_dir=$2; shift 2 ;;
+    --alps) alps=$2; shift 2 ;;
+    --drop-checkpoints) drop=1; shift ;;
+    --title) title=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) usage ;;
+    *) echo "sweep: unknown option '$1'" >&2; usage ;;
+  esac
+done
+[ -n "$model" ] && [ -n "$out" ] || { echo "sweep: --model and --out are required" >&2; usage; }
+[ -f "$model/config.json" ] || die "--model $model: no config.json there"
+[ -x "$alps" ] || die "alps binary $alps not found or not executable (build it, or pass --alps BIN)"
+command -v python3 >/dev/null || die "python3 is needed for the summary tables"
+[ -n "$title" ] || title=$(basename "$(cd "$model" && pwd)")
+
+# The settings a sweep directory is bound to: rerunning with other settings would mix two sweeps in one table.
+settings=$(python3 - "$model" "$methods" "$patterns" "$nsamples" "$seqlen" "$calib" "$eval" "$eval_seqlen" \
+  "$eval_max_windows" "$eval_limit" "$title" "${extra[@]}" <<'PY'
+import json, os, sys
+a = sys.argv[1:]
+print(json.dumps({"model": os.path.realpath(a[0]), "methods": a[1].split(","), "patterns": a[2].split(","),
+                  "nsamples": int(a[3]), "seqlen": int(a[4]), "calib": a[5], "eval": a[6].split(","),
+                  "eval_seqlen": int(a[7]), "eval_max_windows": int(a[8]), "eval_limit": int(a[9]),
+                  "title": a[10], "prune_args": a[11:]}, indent=1, sort_keys=True))
+PY
+) || die "bad settings (numbers expected for --nsamples, --seqlen, --eval-seqlen, --eval-max-windows, --eval-limit)"
+
+if [ -e "$out" ] && [ ! -d "$out" ]; then die "--out $out is not a directory"; fi
+if [ -d "$out" ] && [ ! -f "$out/sweep.json" ] && [ -n "$(ls -A "$out")" ]; then
+  die "--out $out holds files that are not a sweep's; choose a new or empty directory"
+fi
+mkdir -p "$out/reports" "$out/runs" "$out/logs"
+exec 9>"$out/.sweep.lock"
+flock -n 9 || die "another sweep is running in $out"
+if [ -f "$out/sweep.json" ]; then
+  python3 - "$out/sweep.json" "$settings" <<'PY' || die "$out was made by a sweep with other settings (above); use a new --out"
+import json, sys
+old, new = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+for k in diff:
+    print(f"sweep: setting {k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}", file=sys.stderr)
+sys.exit(1 if diff else 0)
+PY
+else
+  printf '%s\n' "$settings" >"$out/sweep.json.tmp" && mv "$out/sweep.json.tmp" "$out/sweep.json"
+fi
+
+IFS=, read -r -a method_list <<<"$methods"
+IFS=, read -r -a pattern_list <<<"$patterns"
+total=$(( ${#method_list[@]} * ${#pattern_list[@]} + 1 ))
+done_count=0
+start=$(date +%s)
+
+progress() {
+  done_count=$((done_count + 1))
+  local now elapsed
+  now=$(date +%s); elapsed=$((now - start))
+  echo "sweep: [$done_count/$total] $1 ($2; sweep elapsed ${elapsed}s)" >&2
+}
+
+# Keeps a report only when it is whole: written beside, then renamed.
+keep_report() {  # SRC DEST
+  cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
+}
+
+# Dense baseline: the same evaluation on the unpruned model.
+if [ -f "$out/reports/dense.json" ]; then
+  progress dense "kept from an earlier run"
+else
+  ppl=() tasks=()
+  IFS=, read -r -a evals <<<"$eval"
+  for e in "${evals[@]}"; do
+    case "$e" in wikitext2|ptb|c4) ppl+=("$e") ;; *) tasks+=("$e") ;; esac
+  done
+  cmd=("$alps" eval --model "$model" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows" --limit "$eval_limit"
+       --json)
+  [ -z "$data_dir" ] || cmd+=(--data-dir "$data_dir")
+  [ ${#ppl[@]} -eq 0 ] || cmd+=(--ppl "$(IFS=,; echo "${ppl[*]}")")
+  [ ${#tasks[@]} -eq 0 ] || cmd+=(--tasks "$(IFS=,; echo "${tasks[*]}")")
+  echo "+ ${cmd[*]}" >"$out/logs/dense.log"
+  t0=$(date +%s)
+  "${cmd[@]}" >"$out/reports/dense.json.tmp" 2>>"$out/logs/dense.log" ||
+    die "dense evaluation failed; see $out/logs/dense.log"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["wall_seconds"]=int(sys.argv[2]); json.dump(d,open(sys.argv[1],"w"),indent=1)' \
+    "$out/reports/dense.json.tmp" "$(( $(date +%s) - t0 ))"
+  mv "$out/reports/dense.json.tmp" "$out/reports/dense.json"
+  progress dense "$(( $(date +%s) - t0 ))s"
+fi
+
+for method in "${method_list[@]}"; do
+  for pattern in "${pattern_list[@]}"; do
+    run="$method-${pattern/:/of}"
+    report="$out/reports/$run.json"
+    if [ -f "$report" ]; then progress "$run" "kept from an earlier run"; continue; fi
+    dir="$out/runs/$run"
+    cmd=("$alps" prune --model "$model" --out "$dir" --method "$method" --calib "$calib" --nsamples "$nsamples"
+         --seqlen "$seqlen" --eval "$eval" --eval-seqlen "$eval_seqlen" --eval-max-windows "$eval_max_windows"
+         --eval-limit "$eval_limit")
+    if [[ "$pattern" == *:* ]]; then cmd+=(--pattern "$pattern"); else cmd+=(--sparsity "$pattern"); fi
+    [ -z "$data_dir" ] || cmd+=(--data-dir "$data_dir")
+    cmd+=("${extra[@]}")
+    # alps continues what it saved; a directory with a finished report only needs its report kept.
+    if [ -f "$dir/alps-report.json" ] && [ ! -e "$dir/.alps-state" ]; then
+      :
+    else
+      [ -d "$dir" ] && cmd+=(--resume)
+      echo "+ ${cmd[*]}" >>"$out/logs/$run.log"
+      "${cmd[@]}" >/dev/null 2>>"$out/logs/$run.log" || die "$run failed; see $out/logs/$run.log"
+    fi
+    keep_report "$dir/alps-report.json" "$report"
+    [ "$drop" -eq 0 ] || rm -rf -- "$dir"
+    progress "$run" "done"
+  done
+done
+
+python3 "$repo/scripts/sweep_summary.py" "$out"
+echo "sweep: tables in $out/summary.md and $out/summary.json" >&2

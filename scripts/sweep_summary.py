@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Tables and plots of a sweep directory written by scripts/sweep.sh (standard library + gnuplot).
+
+Reads SWEEP/sweep.json (settings), SWEEP/reports/dense.json (`alps eval --json` of the dense model) and
+SWEEP/reports/<method>-<pattern>.json (`alps-report.json` of each run), and writes
+  SWEEP/summary.json   every run's metrics, achieved sparsity and times
+  SWEEP/summary.md     one table per metric, rows = methods, columns = sparsities (the paper's layout), and a time table
+  SWEEP/<metric>.png   perplexity against sparsity per method, log scale (gnuplot; skipped with a note if missing)
+Runs not finished yet show as "-".
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def metrics_of_eval(entries):
+    """{metric name: value} from an evaluation list: perplexities as '<dataset> ppl', tasks as '<task> <metric>'."""
+    out = {}
+    for e in entries:
+        if "task" in e:
+            for name, value in e["metrics"].items():
+                if not name.endswith("_stderr") and isinstance(value, (int, float)):
+                    out[f"{e['task']} {name}"] = value
+        elif "dataset" in e:
+            out[f"{e['dataset']} ppl"] = e["perplexity"]
+    return out
+
+
+def pattern_label(p):
+    return p if ":" in p else f"{100 * float(p):g}%"
+
+
+def fmt(value, metric):
+    if value is None:
+        return "-"
+    if metric.endswith(" ppl"):
+        return f"{value:.2f}" if value < 1e4 else f"{value:.3g}"
+    return f"{100 * value:.2f}"  # accuracies in percent, as papers print them
+
+
+def main(sweep):
+    settings = json.load(open(os.path.join(sweep, "sweep.json")))
+    methods, patterns = settings["methods"], settings["patterns"]
+    reports = os.path.join(sweep, "reports")
+
+    dense = None
+    if os.path.exists(os.path.join(reports, "dense.json")):
+        d = json.load(open(os.path.join(reports, "dense.json")))
+        dense = {"metrics": metrics_of_eval(d.get("results", []) + d.get("tasks", [])),
+                 "seconds": d.get("wall_seconds")}
+
+    runs = []
+    for m in methods:
+        for p in patterns:
+            path = os.path.join(reports, f"{m}-{p.replace(':', 'of')}.json")
+            if not os.path.exists(path):
+                continue
+            r = json.load(open(path))
+            phases = r.get("phase_seconds", {})
+            runs.append({"method": m, "pattern": p, "linear_sparsity": r.get("linear_sparsity"),
+                         "metrics": metrics_of_eval(r.get("eval", [])),
+                         "seconds": {"total": sum(phases.values()),
+                                     "prune": sum(v for k, v in phases.items() if k != "eval"),
+                                     "solve": sum(l.get("seconds", 0) + l.get("refine_seconds", 0)
+                                                  for l in r.get("layers", []))},
+                         "calibration": r.get("extra", {}).get("calibration")})
+
+    metric_names = []
+    for src in ([dense] if dense else []) + runs:
+        for k in src["metrics"]:
+            if k not in metric_names:
+                metric_names.append(k)
+
+    summary = {"settings": settings, "dense": dense, "runs": runs}
+    with open(os.path.join(sweep, "summary.json.tmp"), "w") as f:
+        json.dump(summary, f, indent=1)
+    os.replace(os.path.join(sweep, "summary.json.tmp"), os.path.join(sweep, "summary.json"))
+
+    def cell(m, p, key):
+        for r in runs:
+            if r["method"] == m and r["pattern"] == p:
+                return key(r)
+        return None
+
+    lines = [f"# {settings['title']}: sweep summary", ""]
+    lines.append(f"Calibration: {settings['nsamples']} x {settings['seqlen']} tokens of {settings['calib']}; "
+                 f"evaluation window {settings['eval_seqlen'] or 'min(2048, model positions)'}"
+                 + (f", at most {settings['eval_max_windows']} windows per dataset"
+                    if settings["eval_max_windows"] else ", full test sets")
+                 + (f", first {settings['eval_limit']} documents per task" if settings.get("eval_limit") else "")
+                 + (f"; alps prune {' '.join(settings['prune_args'])}" if settings["prune_args"] else "") + ".")
+    lines.append(f"{len(runs)} of {len(methods) * len(patterns)} runs finished.")
+    head = "| method | " + " | ".join(pattern_label(p) for p in patterns) + " |"
+    rule = "|---|" + "---|" * len(patterns)
+    for metric in metric_names:
+        unit = "" if metric.endswith(" ppl") else " (%)"
+        lines += ["", f"## {metric}{unit}", "", head, rule]
+        if dense and metric in dense["metrics"]:
+            lines.append("| dense | " + " | ".join([fmt(dense["metrics"][metric], metric)] * len(patterns)) + " |")
+        for m in methods:
+            lines.append(f"| {m} | " + " | ".join(fmt(cell(m, p, lambda r: r["metrics"].get(metric)), metric)
+                                                 for p in patterns) + " |")
+    lines += ["", "## wall time of alps prune, seconds (layer solves in parentheses; evaluation excluded)", "",
+              head, rule]
+    for m in methods:
+        def t(r):
+            return f"{r['seconds']['prune']:.0f} ({r['seconds']['solve']:.0f})"
+        lines.append(f"| {m} | " + " | ".join(cell(m, p, t) or "-" for p in patterns) + " |")
+
+    plots = plot(sweep, settings, methods, patterns, runs, dense, [k for k in metric_names if k.endswith(" ppl")])
+    if plots:
+        lines += ["", "## plots", ""] + [f"![{name}]({name})" for name in plots]
+    with open(os.path.join(sweep, "summary.md.tmp"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(os.path.join(sweep, "summary.md.tmp"), os.path.join(sweep, "summary.md"))
+    print("\n".join(lines))
+
+
+def plot(sweep, settings, methods, patterns, runs, dense, ppl_metrics):
+    """One PNG per perplexity metric; N:M patterns are not on the sparsity axis and are left out of the lines."""
+    if not ppl_metrics:
+        return []
+    if shutil.which("gnuplot") is None:
+        print("sweep: gnuplot not found (Debian: apt install gnuplot-nox): plots skipped", file=sys.stderr)
+        return []
+    unstructured = [p for p in patterns if ":" not in p]
+    written = []
+    for metric in ppl_metrics:
+        name = metric.replace(" ", "_") + ".png"
+        data = os.path.join(sweep, name + ".dat")
+        with open(data, "w") as f:
+            for m in methods:
+                f.write(f"# {m}\n")
+                for p in unstructured:
+                    v = next((r["metrics"].get(metric) for r in runs if r["method"] == m and r["pattern"] == p), None)
+                    if v is not None:
+                        f.write(f"{100 * float(p):g} {v}\n")
+                f.write("\n\n")
+        script = [
+            "set terminal pngcairo size 900,600 noenhanced",
+            f"set output '{os.path.join(sweep, name)}'",
+            f"set title '{settings['title']}: {metric} against sparsity'",
+            "set xlabel 'sparsity (%)'", f"set ylabel '{metric} (log scale)'", "set logscale y",
+            "set key top left", "set grid",
+        ]
+        if dense and metric in dense["metrics"]:
+            script.append(f"dense = {dense['metrics'][metric]}")
+        plots = [f"'{data}' index {i} with linespoints lw 2 title '{m}'" for i, m in enumerate(methods)]
+        if dense and metric in dense["metrics"]:
+            plots.append("dense with lines dt 2 lc rgb 'gray' title 'dense'")
+        script.append("plot " + ", ".join(plots))
+        subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
+        written.append(name)
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: sweep_summary.py SWEEP_DIR")
+    main(sys.argv[1])

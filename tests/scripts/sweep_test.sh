@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/sweep.sh as a batch user runs it, on stories260K with tiny settings: a sweep killed inside a run resumes
+# that run and reuses the finished ones; a finished sweep rerun does nothing and changes nothing; a rerun with other
+# settings and a directory that is not a sweep's are refused, touching nothing.
+# Usage: sweep_test.sh ALPS_BIN DATA_DIR      (exit 77: skipped, python3 missing)
+set -euo pipefail
+alps=$1 data=$2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+command -v python3 >/dev/null || { echo "SKIP: python3 not found (the sweep's summary needs it)"; exit 77; }
+model="$data/models/stories260K-hf"
+[ -f "$model/config.json" ] || { echo "FAIL: $model missing"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+sweep=("$repo/scripts/sweep.sh" --model "$model" --alps "$alps" --data-dir "$data" --methods magnitude,wanda
+       --patterns 0.5,2:4 --nsamples 4 --seqlen 64 --eval wikitext2 --eval-max-windows 1)
+
+# 1. Killed inside the first pruning run (magnitude 50%), after its first block was saved: the sweep stops.
+if ALPS_TEST_FAULT="crash:state-json-saved@2" "${sweep[@]}" --out "$tmp/s" 2>"$tmp/err1"; then
+  fail "the sweep survived a crash of alps"
+fi
+# Each run's own alps process counts its saves: the first run dies, so only dense has a report.
+ls "$tmp/s/reports" >"$tmp/kept1"
+grep -qx dense.json "$tmp/kept1" || fail "dense report missing after the crash: $(cat "$tmp/kept1")"
+[ "$(wc -l <"$tmp/kept1")" -eq 1 ] || fail "reports of unfinished runs kept: $(cat "$tmp/kept1")"
+[ -e "$tmp/s/runs/magnitude-0.5/.alps-state" ] || fail "the killed run left no resume state"
+
+# 2. Rerun: the killed run resumes (alps says so in its log), the rest run, the summary lists all four.
+"${sweep[@]}" --out "$tmp/s" >"$tmp/out2" 2>"$tmp/err2" || { cat "$tmp/err2"; fail "resumed sweep failed"; }
+grep -q "kept from an earlier run" "$tmp/err2" || fail "dense was not reused: $(cat "$tmp/err2")"
+grep -qi "resum" "$tmp/s/logs/magnitude-0.5.log" || fail "the killed run was not resumed: $(cat "$tmp/s/logs/magnitude-0.5.log")"
+for run in magnitude-0.5 magnitude-2of4 wanda-0.5 wanda-2of4; do
+  [ -f "$tmp/s/reports/$run.json" ] || fail "report of $run missing"
+done
+python3 - "$tmp/s/summary.json" <<'PY' || fail "summary wrong"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert len(s["runs"]) == 4, s["runs"]
+assert "wikitext2 ppl" in s["dense"]["metrics"]
+for r in s["runs"]:
+    ppl = r["metrics"]["wikitext2 ppl"]
+    # A pruned model is worse than the dense one on the text it was not calibrated on.
+    assert ppl > s["dense"]["metrics"]["wikitext2 ppl"], r
+    want = 0.5
+    assert abs(r["linear_sparsity"] - want) < 0.01, r
+PY
+grep -q "| magnitude |" "$tmp/s/summary.md" || fail "summary.md has no magnitude row"
+
+# 3. The finished sweep rerun: nothing is redone, no report changes.
+sum_before=$(cd "$tmp/s/reports" && sha256sum ./*.json)
+"${sweep[@]}" --out "$tmp/s" >/dev/null 2>"$tmp/err3" || fail "rerun of a finished sweep failed"
+[ "$(grep -c "kept from an earlier run" "$tmp/err3")" -eq 5 ] || fail "rerun redid work: $(cat "$tmp/err3")"
+[ "$sum_before" = "$(cd "$tmp/s/reports" && sha256sum ./*.json)" ] || fail "rerun changed a report"
+
+# 4. Other settings on the same directory: refused, naming the setting; nothing changes.
+before=$(find "$tmp/s" -type f ! -name .sweep.lock -exec sha256sum {} + | sort)
+if "${sweep[@]}" --out "$tmp/s" --nsamples 8 2>"$tmp/err4"; then fail "a sweep with other settings was accepted"; fi
+grep -q "setting nsamples: 4 -> 8" "$tmp/err4" || fail "refusal does not name the setting: $(cat "$tmp/err4")"
+[ "$before" = "$(find "$tmp/s" -type f ! -name .sweep.lock -exec sha256sum {} + | sort)" ] || fail "refusal changed files"
+
+# 5. A directory holding someone else's files is not a sweep's: refused, untouched.
+mkdir "$tmp/user" && echo "keep me" >"$tmp/user/notes.txt"
+if "${sweep[@]}" --out "$tmp/user" 2>"$tmp/err5"; then fail "a foreign directory was accepted"; fi
+grep -q "not a sweep's" "$tmp/err5" || fail "unclear refusal: $(cat "$tmp/err5")"
+[ "$(ls -A "$tmp/user")" = notes.txt ] || fail "the foreign directory changed: $(ls -A "$tmp/user")"
+echo "sweep test passed"
