@@ -113,10 +113,12 @@ keep_report() {  # SRC DEST
 if [ -f "$out/reports/dense.json" ]; then
   progress dense "kept from an earlier run"
 else
+  # `alps eval` takes datasets (--ppl) and tasks (--tasks) apart; alps itself says which names are tasks.
+  known_tasks=$("$alps" tasks --json | python3 -c 'import json,sys; print(" ".join(t["name"] for t in json.load(sys.stdin)))')
   ppl=() tasks=()
   IFS=, read -r -a evals <<<"$eval"
   for e in "${evals[@]}"; do
-    case "$e" in wikitext2|ptb|c4) ppl+=("$e") ;; *) tasks+=("$e") ;; esac
+    if [[ " $known_tasks all " == *" $e "* ]]; then tasks+=("$e"); else ppl+=("$e"); fi
   done
   cmd=("$alps" eval --model "$model" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows" --limit "$eval_limit"
        --json)

@@ -55,6 +55,7 @@ void add_make_problem_command(CLI::App& app, Runner& runner);
 void add_eval_command(CLI::App& app, Runner& runner);
 void add_inspect_command(CLI::App& app, Runner& runner);
 void add_generate_command(CLI::App& app, Runner& runner);
+void add_tasks_command(CLI::App& app, Runner& runner);
 void add_prune_command(CLI::App& app, Runner& runner);
 
 }  // namespace alps::cli
