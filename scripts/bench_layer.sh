@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layer-solver benchmark of issue 2: every method (magnitude, wanda, sparsegpt, dsnot, alps) and magnitude + PCG /
+# Layer-solver benchmark: every method (magnitude, wanda, sparsegpt, dsnot, alps) and magnitude + PCG /
 # exact refit on synthetic OPT-125M-shaped problems (768x768, 3072x768, 768x3072; out x in) and 2048x2048, at
 # 50/70/90% and 2:4, side by side in one process. Prints the machine, then a markdown table (rel_error, solve
 # seconds, refit seconds, ALPS iterations); the JSON document goes to $BENCH_JSON (default bench_layer.json).

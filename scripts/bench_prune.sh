@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end cost of `alps prune` on a randomly initialised OPT-125M-shaped checkpoint with 128 x 2048 calibration
-# (issue 4): wall time per phase (calibration forward, statistics, solves, pruned forward) and peak memory.
+# End-to-end cost of `alps prune` on a randomly initialised OPT-125M-shaped checkpoint with 128 x 2048 calibration:
+# wall time per phase (calibration forward, statistics, solves, pruned forward) and peak memory.
 #
 # OPT-125M's 12 blocks have identical shapes, so the script prunes the first BLOCKS blocks (--stop-after, the same
 # code path as a full run, resumable) and reports per-block averages and the 12-block total they imply; BLOCKS=12

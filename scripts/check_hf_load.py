@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that a checkpoint written by `alps prune` loads in Hugging Face transformers as is, and that transformers
-and `alps eval` agree on its perplexity (SPEC §6 windows) — an independent check of the pruned checkpoint.
+and `alps eval` agree on its perplexity (the windows of docs/pipeline.md) — an independent check of the pruned checkpoint.
 
 Usage: python3 scripts/check_hf_load.py PRUNED_DIR [--alps build/apps/alps/alps] [--text FILE] [--seqlen 256]
            [--windows 8]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Method comparison on the real stories260K checkpoint (issue 4): prunes it with every method at 50%, 70% and 2:4
+"""Method comparison on the real stories260K checkpoint: prunes it with every method at 50%, 70% and 2:4
 (TinyStories train text as calibration), evaluates TinyStories-validation perplexity of each pruned model with
 `alps eval`, and writes a markdown table (perplexity, pruning time, mean layer error) to docs/method-comparison.md.
 
@@ -69,10 +69,10 @@ lines = [
     "",
     f"Model: `models/stories260K-hf` (real, pretrained; 5 blocks, hidden 64). Calibration: {args.nsamples} windows of "
     f"{args.seqlen} tokens from `text/tinystories/tinystories.train.txt`, seed 0. Perplexity: "
-    f"`alps eval --ppl tinystories --seqlen {args.seqlen}` (TinyStories V1 validation, first 400 stories, SPEC §6 "
+    f"`alps eval --ppl tinystories --seqlen {args.seqlen}` (TinyStories V1 validation, first 400 stories, docs/pipeline.md "
     f"windows). Dense perplexity: **{dense:.4f}**.",
     "",
-    "Mean layer error is the mean over the 35 pruned linears of the relative reconstruction error (SPEC §1) of the "
+    "Mean layer error is the mean over the 35 pruned linears of the relative reconstruction error (docs/algorithms.md) of the "
     "method's own output; solver seconds is the sum of the per-layer solve times (the whole command also loads, "
     "calibrates and runs the forward passes).",
     "",

@@ -1,4 +1,4 @@
-// `alps prune`: the end-to-end command (SPEC §5). Flags override the --config recipe; the library does the work.
+// `alps prune`: the end-to-end command (docs/pipeline.md). Flags override the --config recipe; the library does the work.
 
 #include <iostream>
 
@@ -75,7 +75,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
 
 void add_prune_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<PruneArgs>();
-  CLI::App* cmd = app.add_subcommand("prune", "Prune every linear layer of a checkpoint, block by block (SPEC §5)");
+  CLI::App* cmd = app.add_subcommand("prune", "Prune every linear layer of a checkpoint, block by block");
   // Batch scripts append overrides to a base command line: a repeated flag takes its last value.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();

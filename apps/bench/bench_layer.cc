@@ -6,7 +6,7 @@
 //                    [--alps-options JSON]   e.g. '{"eigh_double": false}' (AlpsOptions fields)
 // A shape is OUTxIN; a method is a solver name or "solver+refine" with refine pcg, pcg:ITERATIONS or exact. With
 // --repeat R each timing is the minimum over R runs (the solvers are deterministic). After the runs, a second table
-// gives issue 2's target ratios for every shape and pattern that has the runs they need (alps vs sparsegpt;
+// gives the target ratios for every shape and pattern that has the runs they need (alps vs sparsegpt;
 // each magnitude+pcg* vs magnitude+exact).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       o.tokens = a.tokens;
       o.seed = a.seed;
       alps::prune::LayerProblem problem = alps::prune::make_synthetic_problem(o);
-      problem.name = "model.layers.0.self_attn.k_proj";  // DSnoT refines attention projections (SPEC §4.4)
+      problem.name = "model.layers.0.self_attn.k_proj";  // DSnoT refines attention projections by default
       for (const auto& text : a.patterns) {
         const alps::prune::Pattern pattern = alps::prune::Pattern::parse(text);
         for (const auto& label : a.methods) {

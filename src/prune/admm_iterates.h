@@ -1,5 +1,5 @@
 #pragma once
-// Private: the elementwise half of an ALPS ADMM iteration (SPEC §3), everything around the B-update product
+// Private: the elementwise half of an ALPS ADMM iteration (docs/algorithms.md), everything around the B-update product
 //   B = (Hn + rho I)^-1 R:
 //   R = Y - V + rho D
 //   Z = B + V / rho,   D = P(Z),   V = V + rho (B - D)

@@ -1,4 +1,4 @@
-// The only list of methods (STYLE.md §2): a table, not self-registering statics, which a static library drops.
+// The only list of methods: a table, not self-registering statics, which a static library drops.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

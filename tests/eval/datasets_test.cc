@@ -1,4 +1,4 @@
-// Dataset resolution and the SPEC §6 text protocols (real files under the data directory).
+// Dataset resolution and the perplexity text protocols of docs/pipeline.md (real files under the data directory).
 #include "alps/eval/datasets.h"
 
 #include <zlib.h>

@@ -1,4 +1,4 @@
-// Perplexity protocol (SPEC §6) against a direct computation on a tiny model, and the stories260K README NLLs.
+// Perplexity protocol (docs/pipeline.md) against a direct computation on a tiny model, and the stories260K README NLLs.
 #include "alps/eval/perplexity.h"
 
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// End-to-end `alps prune` on the real stories260K checkpoint with TinyStories calibration text (issue 4).
+// End-to-end `alps prune` on the real stories260K checkpoint with TinyStories calibration text.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@ std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string
 
 using test::slurp;
 
-// Zeros a method must leave in a [rows, cols] layer at unstructured sparsity s (SPEC §2 and §4).
+// Zeros a method must leave in a [rows, cols] layer at unstructured sparsity s (docs/algorithms.md).
 int64_t expected_zeros(const std::string& method, double s, int64_t rows, int64_t cols) {
   if (method == "wanda" || method == "dsnot") return rows * static_cast<int64_t>(std::floor(s * cols));
   if (method == "sparsegpt") {  // one threshold per block of 128 columns

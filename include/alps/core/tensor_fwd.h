@@ -1,5 +1,5 @@
 #pragma once
-// Forward declarations so that headers taking tensors by reference stay cheap to include (SPEC: light headers).
+// Forward declarations so that headers taking tensors by reference stay cheap to include.
 namespace at {
 class Tensor;
 }

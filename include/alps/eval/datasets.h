@@ -1,5 +1,5 @@
 #pragma once
-// Evaluation datasets by name or path (SPEC §6). Names resolve under the data directory (--data-dir, else
+// Evaluation datasets by name or path (docs/pipeline.md). Names resolve under the data directory (--data-dir, else
 // $ALPS_DATA_DIR, else ../shared/data: alps::data_dir):
 //   wikitext2    text/wikitext2/wikitext-2-raw-v1.test.hf_joined.txt (the HF test rows joined with "\n\n")
 //   ptb          text/ptb/ptb.test.txt, lines stripped and joined with " " (HF ptb_text_only + " ".join)

@@ -26,7 +26,7 @@ struct DatasetResult {
   PerplexityResult result;
 };
 
-/// Tokenises each dataset (SPEC §6) and computes its perplexity with `model` as it is placed.
+/// Tokenises each dataset (docs/pipeline.md) and computes its perplexity with `model` as it is placed.
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                     const std::vector<Dataset>& datasets, const PerplexityOptions& options);
 

@@ -1,5 +1,5 @@
 #pragma once
-// Perplexity exactly as SparseGPT / Wanda / ALPS evaluate it (SPEC §6): the token stream is cut into
+// Perplexity exactly as SparseGPT / Wanda / ALPS evaluate it (docs/pipeline.md): the token stream is cut into
 // non-overlapping windows of `seqlen` (the tail is dropped), window i scores its seqlen-1 predicted tokens with mean
 // cross-entropy l_i, and ppl = exp(sum_i l_i * seqlen / (n * seqlen)) = exp(mean_i l_i).
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Calibration windows (SPEC §5): `nsamples` windows of `seqlen` tokens drawn exactly like SparseGPT's get_c4:
+// Calibration windows (docs/pipeline.md): `nsamples` windows of `seqlen` tokens drawn exactly like SparseGPT's get_c4:
 // pick a random document whose tokenisation is longer than the window, then a random window inside it.
 #include <ATen/core/Tensor.h>
 

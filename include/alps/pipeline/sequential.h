@@ -1,5 +1,5 @@
 #pragma once
-// The whole-model pipeline (SPEC §5): calibration windows -> block 0 inputs -> for each block: statistics pass,
+// The whole-model pipeline (docs/pipeline.md): calibration windows -> block 0 inputs -> for each block: statistics pass,
 // prune every linear, pruned pass for the next inputs; resumable after every block.
 #include <cstdint>
 #include <filesystem>

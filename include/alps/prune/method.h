@@ -1,6 +1,6 @@
 #pragma once
 // The solver interface: one implementation per file in src/prune/methods/, chosen by name from one explicit
-// table (src/prune/registry.cc, STYLE.md §2).
+// table (src/prune/registry.cc).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Sparsity patterns of SPEC §2: unstructured (a fraction s of zeros) or N:M (at most N non-zeros in every group
+// Sparsity patterns (docs/algorithms.md): unstructured (a fraction s of zeros) or N:M (at most N non-zeros in every group
 // of M consecutive input columns of a row).
 #include <cstdint>
 #include <string>
@@ -43,7 +43,7 @@ class Pattern {
 };
 
 /// N:M: at most n non-zeros in every group. Unstructured: at least out * floor(s * in) zeros, the smallest count
-/// any method's granularity produces (SPEC §2: per-layer methods zero floor(s * out * in) >= that).
+/// any method's granularity produces (per-layer methods zero floor(s * out * in) >= that).
 bool satisfies(const at::Tensor& W, const Pattern& pattern);
 
 }  // namespace alps::prune

@@ -1,5 +1,5 @@
 #pragma once
-// The layer problem of SPEC §1: one linear layer's weights and its calibration statistics.
+// The layer problem (docs/algorithms.md): one linear layer's weights and its calibration statistics.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace alps::prune {
 
-/// (W0, G, mean, T) of SPEC §1; the file form is safetensors `weight`, `gram`, optional `mean`, metadata `tokens`.
+/// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean`, metadata `tokens`.
 struct LayerProblem {
   at::Tensor W0;    ///< [out, in] dense weights
   at::Tensor G;     ///< [in, in] sum_t x_t x_t^T (fp32 or fp64)

@@ -1,5 +1,5 @@
 #pragma once
-// Re-optimising the kept weights on a fixed support (SPEC §3 "PCG post-processing" and the exact backsolve).
+// Re-optimising the kept weights on a fixed support (ALPS's PCG refit and the exact backsolve, docs/algorithms.md).
 #include <cstdint>
 #include <string_view>
 
@@ -18,7 +18,7 @@ std::string_view refine_name(Refine r);
 struct PcgOptions {
   int64_t iterations = 10;   ///< at most this many CG iterations
   double tolerance = 1e-6;   ///< stop when ||masked residual||_F <= tolerance * ||masked Hn B0||_F
-  double damp = 0.0;         ///< ridge lambda = damp * mean(diag G); 0 = the plain SPEC §1 objective
+  double damp = 0.0;         ///< ridge lambda = damp * mean(diag G); 0 = the plain layer objective
 };
 
 /// Minimises tr((W - W0) (G + lambda I) (W - W0)^T) over W with supp(W) inside supp(`W`) (kept entries are the

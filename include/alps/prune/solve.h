@@ -16,7 +16,7 @@ struct LayerResult {
   at::Tensor W;                             ///< after the refit (solution.W when none)
   double seconds = 0;                       ///< method solve, device work finished
   double refine_seconds = 0;
-  double rel_error = 0;                     ///< of solution.W (SPEC §1)
+  double rel_error = 0;                     ///< of solution.W (docs/algorithms.md)
   std::optional<double> rel_error_refined;  ///< of W, when a refit ran
   double sparsity = 0;                      ///< achieved fraction of zeros in W
 };

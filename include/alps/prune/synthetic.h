@@ -1,5 +1,5 @@
 #pragma once
-// Synthetic layer problems whose inputs look like LLM activations (issue 2): correlated features, a few outlier
+// Synthetic layer problems whose inputs look like LLM activations: correlated features, a few outlier
 // features tens of times larger than the rest, non-zero means, heavy-tailed weights.
 #include <cstdint>
 

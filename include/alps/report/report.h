@@ -19,7 +19,7 @@ struct LayerReport {
   std::string pattern;
   std::string refine;
   double sparsity = 0;                       ///< achieved fraction of zeros
-  double rel_error = 0;                      ///< of the method's own weights (SPEC §1)
+  double rel_error = 0;                      ///< of the method's own weights (docs/algorithms.md)
   std::optional<double> rel_error_refined;   ///< after the refit, when one ran
   double seconds = 0;                        ///< method solve
   double refine_seconds = 0;

@@ -63,7 +63,7 @@ RhoSchedule::Action RhoSchedule::check(int64_t iteration, int64_t changed, int64
       if (o_.restart) action = Action::kRestart;
     }
   } else {
-    if (increased_) return Action::kStop;  // stable support after rho grew: converged (SPEC §3)
+    if (increased_) return Action::kStop;  // stable support after rho grew: converged
     rho_ /= o_.shrink;
   }
   rho_ = std::min(rho_, o_.rho_max);
@@ -90,7 +90,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     sol.W = problem.W0.to(at::kFloat).clone();
     return sol;
   }
-  // Preprocessing (SPEC §3 steps 1-2), fp64 as the reference: lambda = damp * mean(diag G), Hn = D^-1 H D^-1.
+  // Scaling (docs/algorithms.md), fp64 as the reference: lambda = damp * mean(diag G), Hn = D^-1 H D^-1.
   at::Tensor H = problem.G.to(at::kDouble).clone();                          // [in, in]
   H.diagonal().add_(o.damp * H.diagonal().mean().item<double>());
   at::Tensor d64 = H.diagonal().sqrt() + 1e-8;                               // [in]

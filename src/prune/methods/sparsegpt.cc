@@ -57,7 +57,7 @@ Solution SparseGpt::solve(const LayerProblem& problem, const Pattern& pattern) c
     if (pattern.is_n_m()) {
       pruned = at::zeros({rows, count}, W.options().dtype(at::kBool));
     } else {
-      // Cumulative rounding so that the blocks together prune exactly floor(s * out * in) (SPEC §2).
+      // Cumulative rounding so that the blocks together prune exactly floor(s * out * in) (docs/algorithms.md).
       const int64_t zeros = pattern.zeros_total(rows, i2) - pattern.zeros_total(rows, i1);
       pruned = detail::keep_largest(W1.pow(2) / u1.pow(2).unsqueeze(0), zeros).logical_not();
     }

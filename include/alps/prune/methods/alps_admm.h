@@ -1,5 +1,5 @@
 #pragma once
-// ALPS (SPEC §3; paper Algorithms 1 and 2): ADMM with the rho schedule on the scaled problem, then masked PCG.
+// ALPS (docs/algorithms.md; paper Algorithms 1 and 2): ADMM with the rho schedule on the scaled problem, then masked PCG.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -9,7 +9,7 @@
 
 namespace alps::prune {
 
-/// Every constant of SPEC §3, with the reference defaults.
+/// Every constant of ALPS, with the reference defaults.
 struct AlpsOptions {
   double damp = 0.01;            ///< lambda = damp * mean(diag G)
   double rho0 = 0.1;             ///< initial penalty
@@ -41,7 +41,7 @@ struct AlpsOptions {
 /// Keys are the field names above; anything else is an error.
 AlpsOptions alps_options_from_json(const nlohmann::json& j);
 
-/// The rho schedule of SPEC §3 as a small state machine, so that it can be driven by known support changes.
+/// The rho schedule (docs/algorithms.md) as a small state machine, so that it can be driven by known support changes.
 class RhoSchedule {
  public:
   enum class Action { kContinue, kRestart, kStop };

@@ -1,5 +1,5 @@
 #pragma once
-// DSnoT (SPEC §4.4): training-free regrow/prune cycles on top of Wanda's mask that drive each row's expected
+// DSnoT (docs/algorithms.md): training-free regrow/prune cycles on top of Wanda's mask that drive each row's expected
 // output change e = sum_{pruned j} W0_ij mu_j toward zero, keeping the row sparsity.
 #include <cstdint>
 #include <memory>

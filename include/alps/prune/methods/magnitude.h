@@ -1,5 +1,5 @@
 #pragma once
-// Magnitude pruning (SPEC §4.1): zero the smallest |W0| across the whole layer, or per group for N:M.
+// Magnitude pruning (docs/algorithms.md): zero the smallest |W0| across the whole layer, or per group for N:M.
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 

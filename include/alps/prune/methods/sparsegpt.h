@@ -1,5 +1,5 @@
 #pragma once
-// SparseGPT (SPEC §4.3, IST-DASLab `fasterprune`): column-wise OBS updates with the upper Cholesky factor of H^-1.
+// SparseGPT (docs/algorithms.md): column-wise OBS updates with the upper Cholesky factor of H^-1.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-// Wanda (SPEC §4.2): score |W0_ij| sqrt(G_jj / T), prune the lowest per output row (or per group for N:M).
+// Wanda (docs/algorithms.md): score |W0_ij| sqrt(G_jj / T), prune the lowest per output row (or per group for N:M).
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 
