@@ -51,11 +51,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     at::Tensor qc = q5.narrow(3, s, len).reshape({B, KV, rep * len, D});
     at::Tensor scores = at::matmul(qc, kt.narrow(-1, k0, n));  // [B, KV, rep*len, n]
     scores.mul_(scale);
+    const auto dtype = scores.scalar_type();
     if (slide)
-      scores.view({B, KV, rep, len, n}).add_(sliding_window_mask(s, len, k0, n, window, scores.scalar_type(),
-                                                                 scores.device()));
+      scores.view({B, KV, rep, len, n}).add_(sliding_window_mask(s, len, k0, n, window, dtype, scores.device()));
     else
-      scores.view({B, KV, rep, len, e}).narrow(-1, s, len).add_(causal_mask(len, scores.scalar_type(), scores.device()));
+      scores.view({B, KV, rep, len, e}).narrow(-1, s, len).add_(causal_mask(len, dtype, scores.device()));
     // Softmax in fp32 even for half compute, as transformers does.
     at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     scores.reset();

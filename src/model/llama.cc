@@ -37,8 +37,8 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
   // A LLaMA block rotates whole heads; transformers fails on a partial rotary factor here too.
   for (const ConfigReader* from : {&s, &r}) {
     const double partial = from->number("partial_rotary_factor", 1.0);
-    ALPS_CHECK(partial == 1.0, from->field("partial_rotary_factor"), ": only 1 (RoPE on whole heads) is supported, got ",
-               partial);
+    ALPS_CHECK(partial == 1.0, from->field("partial_rotary_factor"),
+               ": only 1 (RoPE on whole heads) is supported, got ", partial);
   }
   const char* type_key = s.has("rope_type") ? "rope_type" : "type";
   const std::string type = s.string(type_key, "default");
@@ -59,7 +59,8 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
     // transformers takes a top-level original_max_position_embeddings first, then the rope dict's, then
     // max_position_embeddings.
     const ConfigReader& from = r.has("original_max_position_embeddings") ? r : s;
-    sc.original_max_position_embeddings = from.optional_int("original_max_position_embeddings").value_or(c.max_positions);
+    sc.original_max_position_embeddings =
+        from.optional_int("original_max_position_embeddings").value_or(c.max_positions);
     // The llama3 rule divides the original length by both frequency factors and blends between them.
     ALPS_CHECK(sc.low_freq_factor > 0, r.path().string(), ": llama3 ", where, "low_freq_factor must be positive, got ",
                sc.low_freq_factor);

@@ -3,7 +3,13 @@
 // checked against transformers' logits in causal_lm_test.cc.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "alps/core/error.h"
 #include "alps/model/causal_lm.h"
@@ -85,9 +91,9 @@ TEST(Architectures, Qwen2LayersSlideFromMaxWindowLayersOnlyWithUseSlidingWindow)
   const fs::path legacy = copy_fixture("qwen2_swa", tmp);
   edit_config(legacy, [](json& j) { j.erase("layer_types"); });
   EXPECT_EQ(load_config(legacy / "config.json").sliding_window, (std::vector<int64_t>{0, 6}));
-  CausalLM m = CausalLM::load(legacy);
   io::SafetensorsFile golden(fixture("qwen2_swa.golden.safetensors"));
-  EXPECT_TRUE(m.forward(golden.tensor("input_ids")).equal(CausalLM::load(fixture("qwen2_swa")).forward(golden.tensor("input_ids"))));
+  const at::Tensor ids = golden.tensor("input_ids");
+  EXPECT_TRUE(CausalLM::load(legacy).forward(ids).equal(CausalLM::load(fixture("qwen2_swa")).forward(ids)));
   edit_config(legacy, [](json& j) { j["max_window_layers"] = 0; });
   EXPECT_EQ(load_config(legacy / "config.json").sliding_window, (std::vector<int64_t>{6, 6}));
   edit_config(legacy, [](json& j) { j["use_sliding_window"] = false; });  // sliding_window is then ignored
@@ -99,13 +105,15 @@ TEST(Architectures, Qwen2LayersSlideFromMaxWindowLayersOnlyWithUseSlidingWindow)
 TEST(Architectures, UnsupportedValuesNameFileAndField) {
   test::TempDir tmp;
   const std::vector<std::tuple<const char*, std::function<void(json&)>, std::string>> cases = {
-      {"qwen2_swa", [](json& j) { j["layer_types"] = {"full_attention"}; }, "field 'layer_types': expected a list of 2"},
+      {"qwen2_swa", [](json& j) { j["layer_types"] = {"full_attention"}; },
+       "field 'layer_types': expected a list of 2"},
       {"qwen2_swa", [](json& j) { j["layer_types"][1] = "chunked_attention"; },
        "field 'layer_types': layer 1: expected 'full_attention' or 'sliding_attention', got \"chunked_attention\""},
       {"qwen2_swa", [](json& j) { j["use_sliding_window"] = false; }, "layer 1 is 'sliding_attention' but sliding"},
       {"qwen2_swa", [](json& j) { j["sliding_window"] = nullptr; }, "layer 1 is 'sliding_attention' but sliding"},
       {"qwen2_swa", [](json& j) { j["sliding_window"] = -6; }, "sliding_window must be positive"},
-      {"qwen2_swa", [](json& j) { j["use_sliding_window"] = "yes"; }, "field 'use_sliding_window' must be true or false"},
+      {"qwen2_swa", [](json& j) { j["use_sliding_window"] = "yes"; },
+       "field 'use_sliding_window' must be true or false"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"]["rope_type"] = "yarn"; },
        "field 'rope_parameters.rope_type': expected one of default, linear, dynamic, llama3, got 'yarn'"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"]["rope_type"] = "longrope"; }, "got 'longrope'"},
@@ -178,8 +186,8 @@ TEST(Architectures, Qwen2NeedsQkvBiasesAndNoOtherBias) {
   test::TempDir tmp;
   fs::path dir = copy_fixture("qwen2_linear", tmp);
   rewrite_weights(dir, [](auto& ts) {
-    ts.erase(std::remove_if(ts.begin(), ts.end(), [](auto& t) { return t.first == "model.layers.1.self_attn.k_proj.bias"; }),
-             ts.end());
+    auto k_bias = [](auto& t) { return t.first == "model.layers.1.self_attn.k_proj.bias"; };
+    ts.erase(std::remove_if(ts.begin(), ts.end(), k_bias), ts.end());
   });
   EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("missing tensor model.layers.1.self_attn.k_proj.bias ([16])"),
             std::string::npos);
