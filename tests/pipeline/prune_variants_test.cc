@@ -105,6 +105,15 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   const json ev = json::parse(e.out)["results"][0];
   EXPECT_EQ(ev["windows"].get<int64_t>(), 3);
   EXPECT_TRUE(std::isfinite(ev["perplexity"].get<double>())) << ev;
+  const auto i = test::run_cli({"inspect", "--model", out.string(), "--json"});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const json info = json::parse(i.out);
+  EXPECT_EQ(info["architecture"], c.architecture);
+  EXPECT_EQ(info["sliding_window"], json(c.sliding_window));
+  const json rope = c.rope_scaling ? json{{"type", "linear"}, {"factor", 4.0}} : json(nullptr);
+  EXPECT_EQ(info["rope_scaling"], rope);
+  EXPECT_DOUBLE_EQ(info["linear_sparsity"].get<double>(), 0.5);
+
   const auto g = test::run_cli({"generate", "--model", out.string(), "--prompt", "Once upon a time", "--max-tokens",
                                 "5", "--device", "cpu", "--json"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
