@@ -1,4 +1,4 @@
-// `alps prune`, `eval` and `generate` on the LLaMA variants (issue 11): a Qwen2 fixture (q/k/v biases, tied head,
+// `alps prune`, `eval` and `generate` on the LLaMA variants: a Qwen2 fixture (q/k/v biases, tied head,
 // linear RoPE) and a Mistral one whose 8-token sliding window is shorter than the calibration windows. The
 // fixtures have stories260K's vocabulary size, so that model's tokenizer drives them. That the pruned checkpoints
 // load in transformers with the same perplexity is checked by scripts/check_hf_load.py (docs/architectures.md).
