@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace alps::model {
 
@@ -41,10 +42,6 @@ class ConfigReader {
   std::filesystem::path path_;
   std::string prefix_;  ///< "rope_scaling." for nested readers
 };
-
-}  // namespace alps::model
-
-namespace alps::model {
 
 struct ModelConfig;
 
