@@ -3,7 +3,10 @@
 and `alps eval` agree on its perplexity (the windows of docs/pipeline.md) — an independent check of the pruned checkpoint.
 
 Usage: python3 scripts/check_hf_load.py PRUNED_DIR [--alps build/apps/alps/alps] [--text FILE] [--seqlen 256]
-           [--windows 8]
+           [--windows 8] [--tokenizer DIR]
+--tokenizer loads transformers' tokenizer from another directory holding the same tokenizer files: transformers 5
+picks the tokenizer class from config.json's model_type, so a Qwen2 or Mistral test fixture carrying
+stories260K's SentencePiece files would otherwise be read as another tokenizer than the one alps reads.
 Prints per-linear sparsity as transformers sees it and both NLLs; exits 1 when they differ by more than 1e-4
 (relative).
 """
@@ -25,10 +28,11 @@ ap.add_argument("--alps", default=str(root / "build/apps/alps/alps"))
 ap.add_argument("--text", default=str(root.parent / "shared/data/text/tinystories/tinystories.valid.txt"))
 ap.add_argument("--seqlen", type=int, default=256)
 ap.add_argument("--windows", type=int, default=8)
+ap.add_argument("--tokenizer", help="directory to load the tokenizer from (default: the model's)")
 args = ap.parse_args()
 
 model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32).eval()
-tok = AutoTokenizer.from_pretrained(args.model)
+tok = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
 for name, p in model.named_parameters():
     if name.endswith("proj.weight") or ".fc" in name:
         print(f"{name:50s} sparsity {(p == 0).float().mean().item():.4f}")

@@ -7,7 +7,14 @@ logits), saved with save_pretrained, reloaded in float32 and run on fixed token 
 the five stories of text/tinystories/tinystories_sample.txt for stories260K-hf, encoded with the sentencepiece
 library exactly as that model's README scores them ([BOS] + encode(story.strip()), no EOS).
 
-Usage (from the repository root): python3 scripts/make_model_fixtures.py [--data-dir ../shared/data]
+Fixtures with a length-dependent forward (sliding windows, dynamic RoPE scaling) also get `short.input_ids` /
+`short.logits`, a sequence on the other side of the length that matters. Every forward runs on a freshly loaded
+model: transformers' dynamic RoPE keeps the table of the longest forward so far.
+
+Made with (pinned; other versions may round differently or name config fields differently):
+    python3 -m venv /tmp/venv-arch && /tmp/venv-arch/bin/pip install torch==2.15.0 transformers==5.23.0 \
+        safetensors sentencepiece
+Usage (from the repository root): python3 scripts/make_model_fixtures.py [--data-dir ../shared/data] [--only NAME ...]
 """
 import argparse
 import json
@@ -15,9 +22,14 @@ import os
 
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
+import transformers
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig, OPTForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
+
+PINNED = {"torch": "2.15.0", "transformers": "5.23.0"}
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "model")
+ONLY = set()
 
 
 def redraw(model, seed):
@@ -35,20 +47,25 @@ def redraw(model, seed):
     model.tie_weights()
 
 
-def write_fixture(name, model, vocab, seq, dtype=torch.float32, max_shard_size=None, seed=0):
+def write_fixture(name, model, vocab, seq, dtype=torch.float32, max_shard_size=None, seed=0, short_seq=None):
+    if ONLY and name not in ONLY:
+        return
     out = os.path.join(OUT, name)
     redraw(model, seed)
     model = model.to(dtype).eval()
     kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(out, **kwargs)
-    # Reload in fp32 (the C++ side computes in fp32 from the stored dtype) and use eager attention, the textbook form.
-    ref = type(model).from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
     g = torch.Generator().manual_seed(1000 + seed)
-    ids = torch.randint(0, vocab, (2, seq), generator=g)
-    with torch.no_grad():
-        logits = ref(input_ids=ids).logits.float().contiguous()
-    save_file({"input_ids": ids.contiguous(), "logits": logits}, os.path.join(OUT, name + ".golden.safetensors"),
-              metadata={"fixture": name})
+    tensors = {}
+    for prefix, length in [("", seq)] + ([("short.", short_seq)] if short_seq else []):
+        # Reload in fp32 (the C++ side computes in fp32 from the stored dtype) and use eager attention, the
+        # textbook form; a fresh model per forward.
+        ref = type(model).from_pretrained(out, dtype=torch.float32, attn_implementation="eager").eval()
+        ids = torch.randint(0, vocab, (2, length), generator=g)
+        with torch.no_grad():
+            tensors[prefix + "logits"] = ref(input_ids=ids).logits.float().contiguous()
+        tensors[prefix + "input_ids"] = ids.contiguous()
+    save_file(tensors, os.path.join(OUT, name + ".golden.safetensors"), metadata={"fixture": name})
     print(name, "params", sum(p.numel() for p in ref.parameters()), "files", sorted(os.listdir(out)))
 
 
@@ -56,7 +73,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                            "shared", "data"))
+    ap.add_argument("--only", nargs="*", default=[], help="write only these fixtures")
     args = ap.parse_args()
+    ONLY.update(args.only)
+    for module, version in PINNED.items():
+        found = __import__(module).__version__.split("+")[0]
+        if found != version:
+            raise SystemExit(f"{module} {found} found, the fixtures are made with {version}")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
 
@@ -80,6 +103,31 @@ def main():
         **llama, tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
         rope_parameters={"rope_type": "default", "rope_theta": 500.0})), 96, 24, dtype=torch.bfloat16, seed=5)
 
+    # Mistral: sliding window 8 over 24 positions (the short sequence, 8 tokens, fits in one window), explicit
+    # head_dim (heads * head_dim = 64 != hidden 32), GQA, untied head. Vocabulary 512 so that stories260K's
+    # tokenizer can drive a pruning run on it.
+    small = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
+    write_fixture("mistral_swa", MistralForCausalLM(MistralConfig(**small, vocab_size=512, head_dim=16,
+                                                                  sliding_window=8, tie_word_embeddings=False)),
+                  512, 24, seed=6, short_seq=8)
+    # Qwen2: q/k/v biases (none on o_proj or the MLP), tied head, linear rope scaling, rope_theta 1e6.
+    write_fixture("qwen2_linear", Qwen2ForCausalLM(Qwen2Config(
+        **small, vocab_size=512, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0})), 512, 24, seed=7)
+    # Qwen2 with sliding windows on the layers from max_window_layers = 1 on: layer 0 full, layer 1 a window of 6.
+    write_fixture("qwen2_swa", Qwen2ForCausalLM(Qwen2Config(
+        **small, vocab_size=96, tie_word_embeddings=False, use_sliding_window=True, sliding_window=6,
+        max_window_layers=1)), 96, 20, seed=8, short_seq=6)
+    # LLaMA with dynamic NTK scaling: max_position_embeddings 16, so the 40-token sequence rescales the base and the
+    # 12-token one does not.
+    write_fixture("llama_dynamic", LlamaForCausalLM(LlamaConfig(
+        **dict(llama, max_position_embeddings=16), tie_word_embeddings=False,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})), 96, 40, seed=9,
+                  short_seq=12)
+
+    if ONLY:
+        return
     import sentencepiece as spm
     model_dir = os.path.join(args.data_dir, "models", "stories260K-hf")
     sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))

@@ -44,7 +44,7 @@ int run_eval(const EvalArgs& a) {
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
   const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
-  ALPS_CHECK(seqlen <= positions, "--seqlen ", seqlen, " exceeds the model's ", positions,
+  ALPS_CHECK(seqlen <= m.config().max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
   const auto data = data_dir(a.data_dir);
   // Resolve every dataset and task file before the slow part so a typo fails at once.

@@ -37,7 +37,8 @@ int run_generate(const GenerateArgs& a) {
   const auto eos = tok->eos_id() ? tok->eos_id() : m.config().eos_token_id;
   at::NoGradGuard no_grad;
   // No KV cache: each step reruns the whole prefix, fine for a few dozen tokens of sanity checking.
-  for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < m.config().max_positions; ++t) {
+  const int64_t max_length = m.config().max_sequence_length();
+  for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < max_length; ++t) {
     const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0))[0][-1];
     // argmax over NaN logits picks an arbitrary token; refuse instead of printing plausible-looking text.
     if (!at::isfinite(logits).all().item<bool>())

@@ -46,10 +46,13 @@ int run_inspect(const InspectArgs& a) {
                      {"vocab_size", c.vocab_size},
                      {"max_positions", c.max_positions},
                      {"tie_word_embeddings", c.tie_word_embeddings},
+                     {"rope_scaling", nullptr},
+                     {"sliding_window", c.sliding_window},
                      {"parameters", m.num_parameters()},
                      {"linear_parameters", linear_params},
                      {"linear_sparsity", sparsity},
                      {"linears", linears}};
+  if (c.rope_scaling) doc["rope_scaling"] = {{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
   if (a.common.json) {
     print_json(doc);
     return 0;
@@ -57,6 +60,13 @@ int run_inspect(const InspectArgs& a) {
   std::cout << fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} KV), vocab {}, {} positions\n",
                            c.architecture, a.model, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
                            c.vocab_size, c.max_positions);
+  if (c.rope_scaling)
+    std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);
+  if (!c.sliding_window.empty()) {
+    std::string windows;
+    for (int64_t w : c.sliding_window) windows += (windows.empty() ? "" : ", ") + (w > 0 ? std::to_string(w) : "none");
+    std::cout << fmt::format("sliding window per layer: {}\n", windows);
+  }
   std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n", m.num_parameters(),
                            linear_params, sparsity);
   std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9}\n", "linear", "shape", "dtype", "sparsity");

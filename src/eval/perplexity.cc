@@ -17,8 +17,8 @@ PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int6
                             const PerplexityOptions& options) {
   const int64_t seqlen = options.seqlen, positions = model.config().max_positions;
   ALPS_CHECK(seqlen >= 2, "perplexity: seqlen must be at least 2, got ", seqlen);
-  ALPS_CHECK(seqlen <= positions, "perplexity: seqlen ", seqlen, " exceeds the model's ", positions,
-             " positions (max_position_embeddings)");
+  ALPS_CHECK(seqlen <= model.config().max_sequence_length(), "perplexity: seqlen ", seqlen, " exceeds the model's ",
+             positions, " positions (max_position_embeddings)");
   ALPS_CHECK(options.batch_size >= 1, "perplexity: batch size must be at least 1, got ", options.batch_size);
   int64_t n = static_cast<int64_t>(ids.size()) / seqlen;  // the tail after the last full window is dropped
   ALPS_CHECK(n > 0, "perplexity: ", ids.size(), " tokens are fewer than one window of ", seqlen);

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,18 +43,45 @@ class Architecture {
   virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
 };
 
+class ConfigReader;
+
+/// One supported architecture: its name in config.json's "architectures", its "model_type", how it reads the rest
+/// of config.json, and its forward. The table of them is in architectures.cc.
+struct ArchitectureEntry {
+  const char* name;
+  const char* model_type;
+  void (*read_config)(const ConfigReader& r, ModelConfig& c);
+  std::unique_ptr<Architecture> (*make)(const ModelConfig& c);
+};
+/// nullptr when unknown.
+const ArchitectureEntry* find_architecture(const std::string& name);
+const ArchitectureEntry* find_model_type(const std::string& model_type);
+
+// Forwards (one per family) and config readers (one per architecture).
 std::unique_ptr<Architecture> make_llama(const ModelConfig& config);
 std::unique_ptr<Architecture> make_opt(const ModelConfig& config);
+void read_llama_config(const ConfigReader& r, ModelConfig& c);
+void read_opt_config(const ConfigReader& r, ModelConfig& c);
+void read_mistral_config(const ConfigReader& r, ModelConfig& c);
+void read_qwen2_config(const ConfigReader& r, ModelConfig& c);
+/// What every LLaMA-style config shares (sizes, GQA, head_dim, RMSNorm eps, SwiGLU, RoPE and its scaling, tied
+/// head); `defaults` are the architecture's config-class defaults for fields config.json may omit.
+struct LlamaDefaults {
+  int64_t max_positions = 2048;
+  std::optional<int64_t> num_kv_heads;  ///< nullopt: num_attention_heads
+};
+void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaults, ModelConfig& c);
 
-// Shared pieces of the two forwards (attention.cc).
+// Shared pieces of the forwards (attention.cc).
 
 /// Additive causal mask [seq, seq]: 0 on and below the diagonal, -inf above, in `dtype` on `device`.
 at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// Causal multi-head attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
 /// KV head h / (H / KV)); `scale` multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a
-/// time (0: sized from the problem), each chunk one batched matmul per KV group, without copying K or V.
+/// time (0: sized from the problem), each chunk one batched matmul per KV group, without copying K or V. With
+/// `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            int64_t chunk = 0);
+                            int64_t chunk = 0, int64_t window = 0);
 /// x W^T + b (b may be undefined).
 at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 

@@ -12,7 +12,23 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device) {
       .triu(1);
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk) {
+namespace {
+
+// Additive mask of rows [row0, row0 + rows) against keys [col0, col0 + cols): 0 where key j may be seen by query i
+// (i - window < j <= i, transformers' sliding-window mask), -inf elsewhere.
+at::Tensor sliding_window_mask(int64_t row0, int64_t rows, int64_t col0, int64_t cols, int64_t window,
+                               c10::ScalarType dtype, c10::Device device) {
+  const at::Tensor i = at::arange(row0, row0 + rows, at::TensorOptions(at::kLong).device(device)).unsqueeze(1);
+  const at::Tensor j = at::arange(col0, col0 + cols, at::TensorOptions(at::kLong).device(device)).unsqueeze(0);
+  const at::Tensor hidden = (j > i).logical_or(j <= i - window);
+  return at::zeros({rows, cols}, at::TensorOptions(dtype).device(device))
+      .masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk,
+                            int64_t window) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1);
   const int64_t rep = H / KV;
   // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
@@ -26,16 +42,24 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   // reused instead of being mapped and page-faulted afresh for every chunk).
   const int64_t kChunk =
       chunk > 0 ? chunk : std::clamp<int64_t>((int64_t{6} << 20) / std::max<int64_t>(1, B * H * T), 64, 512);
+  // A sliding window only matters once some query has more than `window` keys before it.
+  const bool slide = window > 0 && T > window;
   for (int64_t s = 0; s < T; s += kChunk) {
     const int64_t len = std::min(kChunk, T - s), e = s + len;
+    // Keys [k0, e): with a sliding window, those before the first row's window are never seen by the chunk.
+    const int64_t k0 = slide ? std::max<int64_t>(0, s - window + 1) : 0, n = e - k0;
     at::Tensor qc = q5.narrow(3, s, len).reshape({B, KV, rep * len, D});
-    at::Tensor scores = at::matmul(qc, kt.narrow(-1, 0, e));  // [B, KV, rep*len, e]
+    at::Tensor scores = at::matmul(qc, kt.narrow(-1, k0, n));  // [B, KV, rep*len, n]
     scores.mul_(scale);
-    scores.view({B, KV, rep, len, e}).narrow(-1, s, len).add_(causal_mask(len, scores.scalar_type(), scores.device()));
+    const auto dtype = scores.scalar_type();
+    if (slide)
+      scores.view({B, KV, rep, len, n}).add_(sliding_window_mask(s, len, k0, n, window, dtype, scores.device()));
+    else
+      scores.view({B, KV, rep, len, e}).narrow(-1, s, len).add_(causal_mask(len, dtype, scores.device()));
     // Softmax in fp32 even for half compute, as transformers does.
     at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     scores.reset();
-    out.narrow(3, s, len).copy_(at::matmul(probs, v.narrow(2, 0, e)).view({B, KV, rep, len, D}));
+    out.narrow(3, s, len).copy_(at::matmul(probs, v.narrow(2, k0, n)).view({B, KV, rep, len, D}));
   }
   return out.view({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});
 }

@@ -39,13 +39,9 @@ bool is_ignored_buffer(const std::string& name) {
 }
 
 std::unique_ptr<Architecture> make_architecture(const ModelConfig& c) {
-  switch (c.family) {
-    case Family::kLlama:
-      return make_llama(c);
-    case Family::kOpt:
-      return make_opt(c);
-  }
-  ALPS_FAIL("unknown model family for architecture '", c.architecture, "'");
+  const ArchitectureEntry* a = find_architecture(c.architecture);
+  ALPS_CHECK(a != nullptr, "unknown architecture '", c.architecture, "' (supported: ", supported_architectures(), ")");
+  return a->make(c);
 }
 
 // Shard names come from an editable JSON file; each must name a file inside the model directory, so that a
@@ -226,7 +222,7 @@ void CausalLM::unload_block(int64_t i) {
 at::Tensor CausalLM::embed(const at::Tensor& ids) const {
   const ModelConfig& c = state_->config;
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  ALPS_CHECK(ids.size(1) <= c.max_positions, "sequence of ", ids.size(1), " tokens exceeds the model's ",
+  ALPS_CHECK(ids.size(1) <= c.max_sequence_length(), "sequence of ", ids.size(1), " tokens exceeds the model's ",
              c.max_positions, " positions (max_position_embeddings in ", (state_->dir / "config.json").string(), ")");
   at::Tensor x = ids.to(state_->device, at::kLong);
   if (x.numel() > 0) {

@@ -7,6 +7,7 @@
 
 #include "alps/core/error.h"
 #include "architecture.h"
+#include "config_reader.h"
 
 namespace alps::model {
 
@@ -124,5 +125,25 @@ class Opt final : public Architecture {
 }  // namespace
 
 std::unique_ptr<Architecture> make_opt(const ModelConfig& config) { return std::make_unique<Opt>(config); }
+
+void read_opt_config(const ConfigReader& r, ModelConfig& c) {
+  read_sizes(r, "ffn_dim", 2048, c);
+  c.num_kv_heads = c.num_heads;
+  ALPS_CHECK(c.hidden_size % c.num_heads == 0, r.path().string(), ": hidden_size ", c.hidden_size,
+             " is not divisible by num_attention_heads ", c.num_heads);
+  c.head_dim = c.hidden_size / c.num_heads;
+  c.norm_eps = 1e-5;  // OPT uses nn.LayerNorm's default
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  c.do_layer_norm_before = r.boolean("do_layer_norm_before", true);
+  c.word_embed_proj_dim = r.optional_int("word_embed_proj_dim").value_or(c.hidden_size);
+  r.check_positive(c.word_embed_proj_dim, "word_embed_proj_dim");
+  c.enable_bias = r.boolean("enable_bias", true);
+  c.activation = r.string("activation_function", "relu");
+  ALPS_CHECK(c.activation == "relu", r.field("activation_function"), ": expected 'relu', got '", c.activation, "'");
+  ALPS_CHECK(r.boolean("layer_norm_elementwise_affine", true), r.field("layer_norm_elementwise_affine"),
+             ": false is not supported");
+  ALPS_CHECK(!r.boolean("_remove_final_layer_norm", false), r.field("_remove_final_layer_norm"),
+             ": true is not supported");
+}
 
 }  // namespace alps::model

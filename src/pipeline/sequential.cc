@@ -173,7 +173,7 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
              " needs a CUDA device; use fp32 on the CPU");
   parse_dtype(r.stats_dtype);
   check_output_request(output_request(job));
-  ALPS_CHECK(r.seqlen <= m.config().max_positions, "seqlen ", r.seqlen, " exceeds the model's ",
+  ALPS_CHECK(r.seqlen <= m.config().max_sequence_length(), "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
   validate_plans(m, r);
   if (!job.dump_problems.empty() && fs::exists(job.dump_problems)) {
@@ -185,8 +185,8 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   }
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
   eval::plan_evaluation(r.eval, job.data_dir);
-  ALPS_CHECK(r.eval_seqlen <= m.config().max_positions, "evaluation seqlen ", r.eval_seqlen, " exceeds the model's ",
-             m.config().max_positions, " positions");
+  ALPS_CHECK(r.eval_seqlen <= m.config().max_sequence_length(), "evaluation seqlen ", r.eval_seqlen,
+             " exceeds the model's ", m.config().max_positions, " positions");
   ALPS_CHECK(r.eval_max_windows >= 0, "evaluation max windows must be >= 0 (0: all), got ", r.eval_max_windows);
   ALPS_CHECK(r.eval_limit >= 0, "evaluation limit must be >= 0 (0: all documents), got ", r.eval_limit);
 }
@@ -316,7 +316,7 @@ class PruneRun {
     const auto t0 = std::chrono::steady_clock::now();
     const eval::EvalPlan plan = eval::plan_evaluation(r_.eval, job_.data_dir);
     eval::PerplexityOptions popt;
-    popt.seqlen = std::min<int64_t>(r_.eval_seqlen > 0 ? r_.eval_seqlen : 2048, m_.config().max_positions);
+    popt.seqlen = r_.eval_seqlen > 0 ? r_.eval_seqlen : std::min<int64_t>(2048, m_.config().max_positions);
     popt.batch_size = 1;
     popt.max_windows = r_.eval_max_windows;
     eval::ZeroShotOptions zopt;

@@ -1,5 +1,6 @@
-// The chunked causal attention kernel against the textbook formula (full score matrix, -inf above the diagonal,
-// softmax, K/V heads repeated for GQA as transformers' repeat_kv does), for several chunk sizes.
+// The chunked causal attention kernel against the textbook formula (full score matrix, -inf above the diagonal and,
+// with a sliding window W, at and beyond W positions back; softmax; K/V heads repeated for GQA as transformers'
+// repeat_kv does), for several chunk sizes.
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -10,11 +11,14 @@
 namespace alps::model {
 namespace {
 
-at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                               int64_t window = 0) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), rep = H / k.size(1);
   at::Tensor kr = k.repeat_interleave(rep, 1), vr = v.repeat_interleave(rep, 1);
   at::Tensor s = at::matmul(q.to(at::kDouble), kr.to(at::kDouble).transpose(-1, -2)) * scale;
   s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
+  // Query i sees keys i - window + 1 .. i: everything on or below diagonal -window is hidden.
+  if (window > 0) s.masked_fill_(at::ones({T, T}, at::kBool).tril(-window), -INFINITY);
   at::Tensor o = at::matmul(at::softmax(s, -1), vr.to(at::kDouble));  // [B, H, T, D]
   return o.transpose(1, 2).reshape({B, T, H * D});
 }
@@ -34,6 +38,31 @@ TEST(Attention, ChunkedCausalMatchesReference) {
       EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk), ref, tol, 0)
           << "H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
   }
+}
+
+TEST(Attention, SlidingWindowMatchesReference) {
+  at::manual_seed(1);
+  for (auto [H, KV, T, window] : {std::tuple{4, 2, 37, 5}, {6, 3, 100, 64}, {2, 2, 9, 1}, {4, 4, 20, 20}}) {
+    at::Tensor q = at::randn({2, H, T, 16}), k = at::randn({2, KV, T, 16}), v = at::randn({2, KV, T, 16});
+    const at::Tensor ref = reference_attention(q, k, v, 0.25, window);
+    // As above, with at most `window` terms per softmax.
+    const double vmax = v.abs().max().item<double>();
+    const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+    const double tol = test::rounding_bound(16 + 2 * window, vmax) + test::rounding_bound(16, score_scale) * vmax;
+    for (int64_t chunk : {0, 1, 4, 7, 64, 1000})
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, window), ref, tol, 0)
+          << "H " << H << " KV " << KV << " T " << T << " window " << window << " chunk " << chunk;
+    // The window really hides something (except where it spans the whole sequence).
+    if (window < T) EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
+  }
+}
+
+// A window at least as long as the sequence hides nothing: bit-identical to plain causal attention.
+TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
+  at::manual_seed(2);
+  at::Tensor q = at::randn({1, 4, 30, 8}), k = at::randn({1, 2, 30, 8}), v = at::randn({1, 2, 30, 8});
+  for (int64_t window : {30, 31, 1000})
+    EXPECT_TRUE(causal_attention(q, k, v, 0.3, 0, window).equal(causal_attention(q, k, v, 0.3))) << window;
 }
 
 }  // namespace

@@ -34,14 +34,26 @@ double logits_bound(const CausalLM& m, const at::Tensor& golden_logits) {
   return test::rounding_bound(chain, golden_logits.abs().max().item<double>());
 }
 
+// Every golden sequence of a fixture: "" and, where the length matters (sliding windows, dynamic RoPE), "short.".
+std::vector<std::string> golden_prefixes(const io::SafetensorsFile& golden) {
+  std::vector<std::string> prefixes = {""};
+  for (const io::TensorEntry& e : golden.entries())
+    if (e.name == "short.input_ids") prefixes.push_back("short.");
+  return prefixes;
+}
+
 TEST_P(GoldenLogits, MatchTransformers) {
   CausalLM m = CausalLM::load(fixture(GetParam()));
   io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
-  at::Tensor logits = m.forward(golden.tensor("input_ids"));
-  EXPECT_EQ(logits.scalar_type(), at::kFloat);
-  EXPECT_ALL_CLOSE(logits, golden.tensor("logits"), logits_bound(m, golden.tensor("logits")), 0);
-  // The golden logits have O(1) spread, so a wrong forward cannot pass by being near-constant.
-  EXPECT_GT(golden.tensor("logits").std().item<double>(), 0.5);
+  for (const std::string& prefix : golden_prefixes(golden)) {
+    SCOPED_TRACE(prefix + "input_ids");
+    const at::Tensor expected = golden.tensor(prefix + "logits");
+    at::Tensor logits = m.forward(golden.tensor(prefix + "input_ids"));
+    EXPECT_EQ(logits.scalar_type(), at::kFloat);
+    EXPECT_ALL_CLOSE(logits, expected, logits_bound(m, expected), 0);
+    // The golden logits have O(1) spread, so a wrong forward cannot pass by being near-constant.
+    EXPECT_GT(expected.std().item<double>(), 0.5);
+  }
 }
 
 TEST_P(GoldenLogits, BlockByBlockEqualsForwardAndResidencyIsTransparent) {
@@ -61,7 +73,8 @@ TEST_P(GoldenLogits, BlockByBlockEqualsForwardAndResidencyIsTransparent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,
-                         ::testing::Values("opt_pre", "opt_post", "opt_proj", "llama_gqa", "llama_bias_bf16"));
+                         ::testing::Values("opt_pre", "opt_post", "opt_proj", "llama_gqa", "llama_bias_bf16",
+                                           "llama_dynamic", "mistral_swa", "qwen2_linear", "qwen2_swa"));
 
 TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
   for (const char* name : {"opt_pre", "llama_gqa"}) {

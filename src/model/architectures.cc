@@ -1,0 +1,40 @@
+// The supported architectures: the only list. A new architecture is a file with its config reader (and, for a new
+// family, its forward) plus one row here.
+#include <string>
+
+#include "architecture.h"
+
+namespace alps::model {
+
+namespace {
+
+// Mistral and Qwen2 are LLaMA blocks with a few config-driven differences (sliding-window attention, q/k/v
+// biases), so they share its forward.
+constexpr ArchitectureEntry kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", &read_llama_config, &make_llama},
+    {"MistralForCausalLM", "mistral", &read_mistral_config, &make_llama},
+    {"OPTForCausalLM", "opt", &read_opt_config, &make_opt},
+    {"Qwen2ForCausalLM", "qwen2", &read_qwen2_config, &make_llama},
+};
+
+}  // namespace
+
+const ArchitectureEntry* find_architecture(const std::string& name) {
+  for (const ArchitectureEntry& a : kArchitectures)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+const ArchitectureEntry* find_model_type(const std::string& model_type) {
+  for (const ArchitectureEntry& a : kArchitectures)
+    if (model_type == a.model_type) return &a;
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (const ArchitectureEntry& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+}  // namespace alps::model

@@ -1,0 +1,65 @@
+#pragma once
+// Helpers of the model tests: the committed fixtures under tests/data/model and writable copies of them.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "alps/core/error.h"
+#include "alps/io/safetensors.h"
+#include "support.h"
+
+namespace alps::model {
+
+namespace fs = std::filesystem;
+
+inline fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
+
+// A writable copy of a fixture under a fresh name in `tmp`.
+inline fs::path copy_fixture(const std::string& name, const test::TempDir& tmp) {
+  static int counter = 0;
+  const fs::path dir = tmp / (name + "-" + std::to_string(counter++));
+  fs::copy(fixture(name), dir, fs::copy_options::recursive);
+  for (const auto& e : fs::directory_iterator(dir))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
+
+// The message of the alps::Error `f` throws (fails the test if it throws nothing).
+template <typename F>
+inline std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected alps::Error";
+  return "";
+}
+
+// Rewrites dir/model.safetensors with `edit` applied to its tensor list.
+template <typename Edit>
+inline void rewrite_weights(const fs::path& dir, Edit edit) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  {
+    io::SafetensorsFile f(dir / "model.safetensors");
+    for (const auto& e : f.entries()) tensors.emplace_back(e.name, f.tensor(e.name).clone());
+  }
+  edit(tensors);
+  io::save_safetensors(dir / "model.safetensors", tensors);
+}
+
+inline void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j;
+  std::ifstream(dir / "config.json") >> j;
+  edit(j);
+  std::ofstream(dir / "config.json") << j.dump(2);
+}
+
+}  // namespace alps::model

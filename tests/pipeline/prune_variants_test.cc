@@ -1,0 +1,129 @@
+// `alps prune`, `eval` and `generate` on the LLaMA variants: a Qwen2 fixture (q/k/v biases, tied head,
+// linear RoPE) and a Mistral one whose 8-token sliding window is shorter than the calibration windows. The
+// fixtures have stories260K's vocabulary size, so that model's tokenizer drives them. That the pruned checkpoints
+// load in transformers with the same perplexity is checked by scripts/check_hf_load.py (docs/architectures.md).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "alps/io/safetensors.h"
+#include "alps/model/causal_lm.h"
+#include "alps/pipeline/calibration.h"
+#include "alps/prune/problem.h"
+#include "alps/tokenizer/tokenizer.h"
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string calib() { return (test::data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
+
+// The fixture with stories260K's tokenizer files beside it.
+fs::path model_with_tokenizer(const std::string& fixture, const fs::path& dir) {
+  const fs::path out = dir / fixture;
+  fs::copy(test::source_dir() / "tests/data/model" / fixture, out);
+  for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+    fs::copy_file(test::data_dir() / "models/stories260K-hf" / f, out / f);
+  return out;
+}
+
+// Gram of the input of `linear` in block 0 over `ids`, from the dense model's own forward, in fp64.
+at::Tensor block0_gram(const model::CausalLM& m, const at::Tensor& ids, const std::string& linear) {
+  at::Tensor gram;
+  model::LinearObserver obs = [&](const std::string& name, const at::Tensor& x) {
+    if (name != linear) return;
+    const at::Tensor X = x.reshape({-1, x.size(-1)}).to(at::kDouble);
+    gram = at::matmul(X.t(), X);
+  };
+  m.block_forward(0, m.embed(ids), &obs);
+  return gram;
+}
+
+class PruneVariants : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
+  test::TempDir dir;
+  const fs::path model = model_with_tokenizer(GetParam(), dir.path());
+  const fs::path out = dir / "pruned";
+  const int64_t nsamples = 4, seqlen = 32;
+  const auto r = test::run_cli({"prune", "--model", model.string(), "--out", out.string(), "--calib", calib(),
+                                "--nsamples", std::to_string(nsamples), "--seqlen", std::to_string(seqlen),
+                                "--batch-size", "4", "--method", "sparsegpt", "--sparsity", "0.5", "--dump-problems",
+                                (dir / "problems").string(), "--device", "cpu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  EXPECT_EQ(report["layers"].size(), 14u);  // 2 blocks x 7 linears
+
+  const auto dense = model::CausalLM::load(model);
+  const auto pruned = model::CausalLM::load(out);
+  EXPECT_EQ(test::slurp(out / "config.json"), test::slurp(model / "config.json"));
+  for (const auto& layer : report["layers"]) {
+    const at::Tensor W = pruned.tensor(layer["name"].get<std::string>() + ".weight");
+    EXPECT_EQ(W.eq(0).sum().item<int64_t>(), W.numel() / 2) << layer["name"];  // 128-column blocks, even sizes
+  }
+  // Everything else, the q/k/v biases among them, is the input's, byte for byte.
+  int64_t biases = 0;
+  for (const auto& name : dense.tensor_names()) {
+    biases += name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (name.find("_proj.weight") == std::string::npos)
+      EXPECT_TRUE(pruned.tensor(name).equal(dense.tensor(name))) << name;
+  }
+  EXPECT_EQ(biases, dense.config().qkv_bias ? 6 : 0);
+
+  // The statistics pass ran the dense block 0 (biases, sliding window) on the calibration windows: the o_proj
+  // gram is that of the attention output computed here. Both sum 128 products of the same inputs, rounded in
+  // fp32 by differently blocked products (at most `chain` roundings each) and accumulated in fp32 there.
+  const auto tok = tokenizer::load_tokenizer(model);
+  const at::Tensor ids = pipeline::sample_windows(pipeline::read_documents(calib()), *tok,
+                                                  {calib(), nsamples, seqlen, 0});
+  const prune::LayerProblem p = prune::load_problem(dir / "problems/model.layers.0.self_attn.o_proj.safetensors");
+  const at::Tensor expected = block0_gram(dense, ids, "self_attn.o_proj");
+  const int64_t T = nsamples * seqlen;
+  const model::ModelConfig& c = dense.config();
+  const int64_t chain = c.hidden_size + c.head_dim + 2 * seqlen;
+  const double xmax2 = expected.diagonal().max().item<double>();  // >= max_t x_ti^2
+  EXPECT_EQ(p.tokens, T);
+  EXPECT_ALL_CLOSE(p.G.to(at::kDouble), expected, test::rounding_bound(T + 2 * chain, T * xmax2), 0);
+  if (c.qkv_bias) {  // without the biases the gram is another one: the check above can tell
+    model::CausalLM no_bias = model::CausalLM::load(model);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+      const std::string name = "model.layers.0.self_attn." + std::string(proj) + ".bias";
+      no_bias.set_tensor(name, at::zeros_like(no_bias.tensor(name)));
+    }
+    EXPECT_GT((block0_gram(no_bias, ids, "self_attn.o_proj") - expected).abs().max().item<double>(),
+              10 * test::rounding_bound(T + 2 * chain, T * xmax2));
+  }
+
+  const auto e = test::run_cli({"eval", "--model", out.string(), "--ppl", calib(), "--seqlen", "64",
+                                "--max-windows", "3", "--device", "cpu", "--json"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const json ev = json::parse(e.out)["results"][0];
+  EXPECT_EQ(ev["windows"].get<int64_t>(), 3);
+  EXPECT_TRUE(std::isfinite(ev["perplexity"].get<double>())) << ev;
+  const auto i = test::run_cli({"inspect", "--model", out.string(), "--json"});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  const json info = json::parse(i.out);
+  EXPECT_EQ(info["architecture"], c.architecture);
+  EXPECT_EQ(info["sliding_window"], json(c.sliding_window));
+  const json rope = c.rope_scaling ? json{{"type", "linear"}, {"factor", 4.0}} : json(nullptr);
+  EXPECT_EQ(info["rope_scaling"], rope);
+  EXPECT_DOUBLE_EQ(info["linear_sparsity"].get<double>(), 0.5);
+
+  const auto g = test::run_cli({"generate", "--model", out.string(), "--prompt", "Once upon a time", "--max-tokens",
+                                "5", "--device", "cpu", "--json"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const json gen = json::parse(g.out);
+  EXPECT_EQ(gen["prompt"], "Once upon a time");
+  EXPECT_GE(gen["ids"].size(), 1u);  // 5 unless an EOS comes first
+  EXPECT_LE(gen["ids"].size(), 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PruneVariants, ::testing::Values("qwen2_linear", "mistral_swa"));
+
+}  // namespace
+}  // namespace alps
