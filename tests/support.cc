@@ -38,6 +38,23 @@ fs::path data_dir() {
 
 fs::path source_dir() { return ALPS_SOURCE_DIR; }
 
+fs::path smollm2_dir() {
+  auto env = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+  };
+  if (!env("ALPS_SMOLLM2_DIR").empty()) return env("ALPS_SMOLLM2_DIR");
+  fs::path cache;
+  if (!env("ALPS_CACHE_DIR").empty()) {
+    cache = env("ALPS_CACHE_DIR");
+  } else if (!env("XDG_CACHE_HOME").empty()) {
+    cache = fs::path(env("XDG_CACHE_HOME")) / "alps";
+  } else {
+    cache = fs::path(env("HOME")) / ".cache" / "alps";
+  }
+  return cache / "models" / "SmolLM2-135M-Instruct";
+}
+
 TempDir::TempDir() {
   std::random_device rd;
   path_ = fs::temp_directory_path() / ("alps-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));

@@ -24,6 +24,17 @@ std::filesystem::path data_dir();
 /// The repository root (for configs/ and scripts/).
 std::filesystem::path source_dir();
 
+/// SmolLM2-135M-Instruct (fp32) where scripts/get_smollm2.sh puts it by default: $ALPS_SMOLLM2_DIR, else
+/// $ALPS_CACHE_DIR/models/SmolLM2-135M-Instruct, else $XDG_CACHE_HOME/alps/..., else ~/.cache/alps/....
+std::filesystem::path smollm2_dir();
+/// Skips the calling test, saying how to get the model, unless smollm2_dir() holds a complete conversion.
+#define ALPS_REQUIRE_SMOLLM2()                                                                                \
+  do {                                                                                                         \
+    if (!std::filesystem::exists(::alps::test::smollm2_dir() / ".alps-smollm2.json"))                          \
+      GTEST_SKIP() << "SmolLM2-135M-Instruct not found in " << ::alps::test::smollm2_dir().string()           \
+                   << "; run scripts/get_smollm2.sh to fetch it (about 1 minute, 93 MB download)";             \
+  } while (0)
+
 /// The whole content of a file (empty if it cannot be read).
 std::string slurp(const std::filesystem::path& path);
 

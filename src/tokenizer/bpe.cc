@@ -43,6 +43,7 @@ class Bpe final : public Tokenizer {
   // Added tokens of one kind (matched in the raw or in the normalized text), indexed by first byte.
   struct AddedMatcher {
     std::vector<const AddedToken*> tokens;
+    std::vector<std::string> patterns;  // what is matched: the content, normalized for normalized tokens
     std::array<std::vector<size_t>, 256> by_first_byte;
     std::vector<Segment> split(std::string_view text) const;
   };
@@ -91,11 +92,16 @@ Bpe::Bpe(BpeSpec spec)
   is_special_.assign(id_to_token_.size(), 0);
   for (const auto& [token, id] : spec_.vocab) id_to_token_[id] = token;
   for (const auto& added : spec_.added_tokens) {
-    id_to_token_[added.id] = added.content;
+    // tokenizers normalizes the content of a normalized added token: that is what it looks for in normalized text
+    // and what the decoder receives for its id.
+    std::string pattern = added.normalized ? normalizer_.apply(added.content) : added.content;
+    id_to_token_[added.id] = pattern;
     is_special_[added.id] = added.special ? 1 : 0;
     auto& matcher = added.normalized ? normalized_added_ : raw_added_;
-    matcher.by_first_byte[static_cast<unsigned char>(added.content[0])].push_back(matcher.tokens.size());
+    if (pattern.empty()) continue;
+    matcher.by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(matcher.tokens.size());
     matcher.tokens.push_back(&added);
+    matcher.patterns.push_back(std::move(pattern));
   }
   for (int c = 0; c < 128; ++c) {
     auto it = vocab_.find(std::string(1, static_cast<char>(c)));
@@ -135,22 +141,24 @@ std::vector<Bpe::Segment> Bpe::AddedMatcher::split(std::string_view text) const 
   const size_t n = text.size();
   while (i < n) {
     const AddedToken* best = nullptr;
+    size_t best_size = 0;
     for (size_t k : by_first_byte[static_cast<unsigned char>(text[i])]) {
       const auto& a = *tokens[k];
-      const bool longer = best == nullptr || a.content.size() > best->content.size();
-      if (longer && text.substr(i, a.content.size()) == a.content) {
+      const std::string& pattern = patterns[k];
+      if (pattern.size() > best_size && text.substr(i, pattern.size()) == pattern) {
         if (a.single_word) {
-          const size_t after = i + a.content.size();
+          const size_t after = i + pattern.size();
           if ((i > 0 && is_ascii_word(text[i - 1])) || (after < n && is_ascii_word(text[after]))) continue;
         }
         best = &a;
+        best_size = pattern.size();
       }
     }
     if (best == nullptr) {
       ++i;
       continue;
     }
-    size_t begin = i, end = i + best->content.size();
+    size_t begin = i, end = i + best_size;
     if (best->lstrip)
       while (begin > text_start && is_ascii_space(text[begin - 1])) --begin;
     if (best->rstrip)

@@ -119,7 +119,7 @@ std::string utf8_lossy(const std::string& bytes) {
 Decoder::Decoder(std::vector<DecoderStep> steps, const std::string& source) : steps_(std::move(steps)) {
   for (const auto& step : steps_) {
     ALPS_CHECK(step.kind != Kind::kReplace || !step.pattern.empty(), source, ": decoder Replace with an empty pattern");
-    regexes_.push_back(step.kind == Kind::kReplace && step.regex ? std::make_unique<Regex>(step.pattern) : nullptr);
+    regexes_.push_back(step.kind == Kind::kReplace && step.regex ? std::make_unique<Regex>(step.pattern, source + ": decoder Replace") : nullptr);
   }
 }
 
