@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -29,6 +30,11 @@ namespace fs = std::filesystem;
 double rounding_bound(double n, double scale, double u) {
   EXPECT_LT(n * u, 0.5) << "no rounding bound for " << n << " roundings";
   return 2 * n * u / (1 - n * u) * scale;
+}
+
+double probabilistic_rounding_bound(double n, double scale, double lambda, double u) {
+  const double gamma = std::exp(lambda * std::sqrt(n) * u + n * u * u / (1 - u)) - 1;  // Higham and Mary's gamma~
+  return 2 * gamma * scale;
 }
 
 fs::path data_dir() {
