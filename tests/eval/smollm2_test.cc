@@ -1,10 +1,14 @@
 // `alps generate` and `alps eval` on SmolLM2-135M-Instruct, a real 135M-parameter model (30 blocks, GQA 9/3, tied
 // embeddings, a Digits + ByteLevel tokenizer), against transformers (tests/data/eval/smollm2_golden.json from
-// scripts/make_smollm2_golden.py). Skipped, saying how to get it, where scripts/get_smollm2.sh has not run.
+// scripts/make_smollm2_golden.py). Skipped, saying how to get it, where scripts/get_smollm2.sh has not run; the
+// script's refusals are tested here too.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support.h"
@@ -93,6 +97,21 @@ TEST(SmolLM2, WikiText2WindowsMatchTransformers) {
   const double ppl = g.at("perplexity").get<double>();
   EXPECT_NEAR(result.at("perplexity").get<double>(), ppl, ppl * std::expm1(mean_bound));
   EXPECT_NEAR(ppl, std::exp(mean), 1e-9 * ppl);
+}
+
+// scripts/get_smollm2.sh never touches a destination it did not write, and checks its flags before any download.
+TEST(SmolLM2, FetchScriptRefusesForeignDestinationAndBadFlags) {
+  test::TempDir dir;
+  { std::ofstream(dir / "notes.txt") << "mine"; }
+  const std::string script = (test::source_dir() / "scripts" / "get_smollm2.sh").string();
+  const std::string run = script + " " + dir.path().string() + " 2>" + (dir / "err").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(run.c_str())), 1);
+  EXPECT_NE(test::slurp(dir / "err").find("was not written by this script; refusing to touch it"), std::string::npos)
+      << test::slurp(dir / "err");
+  EXPECT_EQ(test::slurp(dir / "notes.txt"), "mine");
+  const std::string bad = script + " --dtype fp8 " + (dir / "new").string() + " 2>" + (dir / "err").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "new"));
 }
 
 }  // namespace
