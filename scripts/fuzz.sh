@@ -14,7 +14,7 @@ runs="${FUZZ_RUNS:-1000000}"
 jobs="${FUZZ_JOBS:-1}"
 
 packages=(clang-14 libclang-rt-14-dev cmake ninja-build pkg-config libtorch-dev libsentencepiece-dev
-          nlohmann-json3-dev libcli11-dev libspdlog-dev libpcre2-dev zlib1g-dev)
+          nlohmann-json3-dev libcli11-dev libspdlog-dev libpcre2-dev libicu-dev zlib1g-dev)
 source scripts/install_packages.sh
 install_packages "${packages[@]}"
 

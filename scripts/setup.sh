@@ -9,7 +9,7 @@ packages=(
   libtorch-dev          # CPU libtorch 1.13
   libopenblas0-pthread  # without it libtorch multiplies matrices with the reference BLAS (~60x slower)
   liblapack-dev         # ALPS calls ssyevd/ssyrk directly (src/prune/linalg.cc); OpenBLAS serves them at run time
-  libsentencepiece-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libgtest-dev libpcre2-dev zlib1g-dev
+  libsentencepiece-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libgtest-dev libpcre2-dev libicu-dev zlib1g-dev
 )
 source scripts/install_packages.sh
 install_packages "${packages[@]}"

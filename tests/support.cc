@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -31,12 +32,34 @@ double rounding_bound(double n, double scale, double u) {
   return 2 * n * u / (1 - n * u) * scale;
 }
 
+double probabilistic_rounding_bound(double n, double scale, double lambda, double u) {
+  const double gamma = std::exp(lambda * std::sqrt(n) * u + n * u * u / (1 - u)) - 1;  // Higham and Mary's gamma~
+  return 2 * gamma * scale;
+}
+
 fs::path data_dir() {
   if (const char* env = std::getenv("ALPS_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return ALPS_TEST_DATA_DIR;
 }
 
 fs::path source_dir() { return ALPS_SOURCE_DIR; }
+
+fs::path smollm2_dir() {
+  auto env = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+  };
+  if (!env("ALPS_SMOLLM2_DIR").empty()) return env("ALPS_SMOLLM2_DIR");
+  fs::path cache;
+  if (!env("ALPS_CACHE_DIR").empty()) {
+    cache = env("ALPS_CACHE_DIR");
+  } else if (!env("XDG_CACHE_HOME").empty()) {
+    cache = fs::path(env("XDG_CACHE_HOME")) / "alps";
+  } else {
+    cache = fs::path(env("HOME")) / ".cache" / "alps";
+  }
+  return cache / "models" / "SmolLM2-135M-Instruct";
+}
 
 TempDir::TempDir() {
   std::random_device rd;

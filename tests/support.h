@@ -19,10 +19,28 @@ namespace alps::test {
 /// is the number of roundings along its longest chain of accumulations; their difference is at most twice that.
 double rounding_bound(double n, double scale, double u = 0x1p-24);
 
+/// The same difference under the probabilistic model of rounding errors (independent, mean-zero relative errors of
+/// at most u each; Higham and Mary 2019): each evaluation lies within gamma~_n = exp(lambda sqrt(n) u + n u^2 /
+/// (1 - u)) - 1 of the exact value relative to `scale`, except with probability at most 2 n exp(-lambda^2 (1 - u)^2
+/// / 2), below 1e-16 for lambda = 10 and n up to 10^6. For deep networks, where n runs to 10^5 and the worst case of
+/// rounding_bound allows errors as large as the result, this is the bound to use.
+double probabilistic_rounding_bound(double n, double scale, double lambda = 10, double u = 0x1p-24);
+
 /// ../shared/data as configured at build time ($ALPS_DATA_DIR overrides).
 std::filesystem::path data_dir();
 /// The repository root (for configs/ and scripts/).
 std::filesystem::path source_dir();
+
+/// SmolLM2-135M-Instruct (fp32) where scripts/get_smollm2.sh puts it by default: $ALPS_SMOLLM2_DIR, else
+/// $ALPS_CACHE_DIR/models/SmolLM2-135M-Instruct, else $XDG_CACHE_HOME/alps/..., else ~/.cache/alps/....
+std::filesystem::path smollm2_dir();
+/// Skips the calling test, saying how to get the model, unless smollm2_dir() holds a complete conversion.
+#define ALPS_REQUIRE_SMOLLM2()                                                                                \
+  do {                                                                                                         \
+    if (!std::filesystem::exists(::alps::test::smollm2_dir() / ".alps-smollm2.json"))                          \
+      GTEST_SKIP() << "SmolLM2-135M-Instruct not found in " << ::alps::test::smollm2_dir().string()           \
+                   << "; run scripts/get_smollm2.sh to fetch it (about 1 minute, 93 MB download)";             \
+  } while (0)
 
 /// The whole content of a file (empty if it cannot be read).
 std::string slurp(const std::filesystem::path& path);

@@ -34,6 +34,7 @@ nlohmann::json to_json(const DatasetResult& r) {
           {"tokens", r.result.tokens},
           {"dataset_tokens", r.dataset_tokens},
           {"nll", r.result.nll},
+          {"window_nll", r.result.window_nll},
           {"perplexity", r.result.ppl},
           {"seconds", r.result.seconds},
           {"tokens_per_second", static_cast<double>(r.result.tokens) / std::max(r.result.seconds, 1e-9)}};

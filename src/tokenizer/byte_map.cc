@@ -2,21 +2,10 @@
 
 #include <array>
 
+#include "tokenizer/utf8.h"
+
 namespace alps::tokenizer {
 namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 struct ByteMap {
   std::array<std::string, 256> to_unicode;
@@ -44,22 +33,13 @@ const ByteMap& byte_map() {
 
 const std::string& byte_to_unicode(uint8_t byte) { return byte_map().to_unicode[byte]; }
 
-std::string byte_level_to_bytes(std::string_view token) {
+std::optional<std::string> byte_level_to_bytes(std::string_view token) {
   const auto& map = byte_map();
   std::string out;
-  size_t i = 0;
-  while (i < token.size()) {
-    const auto c = static_cast<unsigned char>(token[i]);
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-    if (i + len > token.size()) len = token.size() - i;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(token[i + k]) & 0x3F);
-    if (cp < map.from_codepoint.size() && map.from_codepoint[cp] >= 0) {
-      out += static_cast<char>(map.from_codepoint[cp]);
-    } else {
-      out.append(token.substr(i, len));
-    }
-    i += len;
+  for (size_t i = 0; i < token.size();) {
+    const uint32_t cp = next_code_point(token, i);
+    if (cp >= map.from_codepoint.size() || map.from_codepoint[cp] < 0) return std::nullopt;
+    out += static_cast<char>(map.from_codepoint[cp]);
   }
   return out;
 }

@@ -18,13 +18,13 @@ std::string pcre2_message(int code) {
 
 }  // namespace
 
-Regex::Regex(const std::string& pattern) : pattern_(pattern) {
+Regex::Regex(const std::string& pattern, const std::string& context) : pattern_(pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-  ALPS_CHECK(code != nullptr, "pre-tokenizer regex '", pattern, "' does not compile at offset ", offset, ": ",
-             pcre2_message(error));
+  ALPS_CHECK(code != nullptr, context, context.empty() ? "" : ": ", "regex '", pattern, "' does not compile at offset ",
+             offset, ": ", pcre2_message(error));
   // JIT is an optimisation only: when unavailable pcre2_match interprets the pattern.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   code_ = code;
@@ -42,7 +42,7 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject)
   while (start < subject.size()) {
     const int rc = pcre2_match(code, data, subject.size(), start, PCRE2_NO_UTF_CHECK, match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    ALPS_CHECK(rc >= 0, "pre-tokenizer regex '", pattern_, "' failed at byte ", start, ": ", pcre2_message(rc));
+    ALPS_CHECK(rc >= 0, "tokenizer regex '", pattern_, "' failed at byte ", start, ": ", pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0], end = ovector[1];
     if (end > begin) {

@@ -11,8 +11,9 @@ namespace alps::tokenizer {
 
 class Regex {
  public:
-  /// Throws naming `pattern` and PCRE2's message when it does not compile.
-  explicit Regex(const std::string& pattern);
+  /// Throws naming `context` (the file and step it comes from), `pattern` and PCRE2's message when it does not
+  /// compile.
+  explicit Regex(const std::string& pattern, const std::string& context = "");
   ~Regex();
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;

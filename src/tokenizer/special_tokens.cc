@@ -63,13 +63,16 @@ SpecialTokenConfig read_special_token_config(const std::filesystem::path& model_
         token.content = value["content"];
         token.special = false;  // absent flags are false, as transformers reads them
         for (auto [name, flag] : {std::pair{"special", &token.special}, {"lstrip", &token.lstrip},
-                                  {"rstrip", &token.rstrip}, {"single_word", &token.single_word}}) {
+                                  {"rstrip", &token.rstrip}, {"single_word", &token.single_word},
+                                  {"normalized", &token.normalized}}) {
           auto field = value.find(name);
           if (field == value.end()) continue;
           ALPS_CHECK(field->is_boolean(), file, ": added_tokens_decoder[", key, "].", name,
                      " must be true or false, got ", field->dump());
           *flag = field->get<bool>();
         }
+        // An AddedToken without the flag is normalized unless special (tokenizers' default).
+        if (!value.contains("normalized")) token.normalized = !token.special;
         config.added_tokens.push_back(std::move(token));
       }
     }

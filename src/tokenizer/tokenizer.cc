@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "alps/core/error.h"
-#include "alps/tokenizer/byte_bpe.h"
+#include "alps/tokenizer/bpe.h"
 #include "alps/tokenizer/sentencepiece.h"
 #include "alps/tokenizer/special_tokens.h"
 
@@ -21,18 +21,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir
   const bool prefers_sp = config.tokenizer_class == "LlamaTokenizer" || config.tokenizer_class == "CodeLlamaTokenizer";
 
   std::unique_ptr<Tokenizer> tokenizer;
-  if (has_sp && prefers_sp) {
-    tokenizer = load_sentencepiece(sp_model, config);
-  } else if (has_json && is_byte_level_tokenizer_json(json)) {
-    tokenizer = make_byte_bpe(read_byte_bpe_tokenizer_json(json, config));
-  } else if (has_files) {
-    tokenizer = make_byte_bpe(read_byte_bpe_files(vocab, merges, config));
-  } else if (has_sp) {
-    // A LLaMA-2 style tokenizer.json (BPE with byte fallback) describes the same model as tokenizer.model.
+  if (has_sp && (prefers_sp || (has_json && tokenizer_json_model_type(json) != "BPE"))) {
+    // A tokenizer.json alps cannot run (a Unigram model) next to the SentencePiece model it was converted from.
     tokenizer = load_sentencepiece(sp_model, config);
   } else if (has_json) {
-    ALPS_FAIL("tokenizer.json in ", model_dir.string(),
-              " is not a byte-level BPE and there is no tokenizer.model or vocab.json + merges.txt next to it");
+    tokenizer = make_bpe(read_tokenizer_json(json, config));
+  } else if (has_files) {
+    tokenizer = make_bpe(read_vocab_merges(vocab, merges, config));
+  } else if (has_sp) {
+    tokenizer = load_sentencepiece(sp_model, config);
   } else {
     ALPS_FAIL("no tokenizer in ", model_dir.string(),
               ": expected tokenizer.json, vocab.json + merges.txt, or tokenizer.model");

@@ -1,6 +1,6 @@
 // Byte-level BPE against Hugging Face `tokenizers` (golden ids from scripts/make_tokenizer_golden.py) and against a
 // second formulation of BPE (GPT-2's original "merge every occurrence of the best pair" loop).
-#include "alps/tokenizer/byte_bpe.h"
+#include "alps/tokenizer/bpe.h"
 
 #include <gtest/gtest.h>
 
@@ -227,7 +227,7 @@ std::vector<std::string> reference_bpe(const std::string& word, const Ranks& ran
 TEST(ByteBpe, MergesAgreeWithOriginalGpt2LoopOnRandomTables) {
   std::mt19937 rng(0);
   for (int table = 0; table < 20; ++table) {
-    ByteBpeSpec spec;
+    BpeSpec spec;
     spec.source = "random table " + std::to_string(table);
     std::map<std::string, int64_t> vocab;
     std::vector<std::string> tokens;
@@ -245,7 +245,7 @@ TEST(ByteBpe, MergesAgreeWithOriginalGpt2LoopOnRandomTables) {
       }
     }
     spec.vocab.assign(vocab.begin(), vocab.end());
-    const auto tok = make_byte_bpe(spec);  // no pre-tokenizer: the whole text is one word
+    const auto tok = make_bpe(spec);  // no pre-tokenizer: the whole text is one word
     for (int w = 0; w < 200; ++w) {
       std::string word;
       const int len = 1 + static_cast<int>(rng() % 40);
@@ -289,34 +289,34 @@ TEST(ByteBpe, CorruptFilesGiveErrorsNamingThem) {
   const auto vocab = dir / "vocab.json", merges = dir / "merges.txt", json = dir / "tokenizer.json";
   write_file(vocab, R"({"a": 0, "b": 1, "ab": 2)");  // truncated JSON
   write_file(merges, "#version: 0.2\na b\n");
-  EXPECT_NE(error_of([&] { read_byte_bpe_files(vocab, merges, {}); }).find("vocab.json: not valid JSON"),
+  EXPECT_NE(error_of([&] { read_vocab_merges(vocab, merges, {}); }).find("vocab.json: not valid JSON"),
             std::string::npos);
   write_file(vocab, R"({"a": 0, "b": "one"})");
-  EXPECT_NE(error_of([&] { read_byte_bpe_files(vocab, merges, {}); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_vocab_merges(vocab, merges, {}); }).find("must be an integer"), std::string::npos);
   write_file(vocab, R"({"a": 0, "b": 1, "ab": 2})");
   write_file(merges, "#version: 0.2\na b c\n");
-  auto message = error_of([&] { read_byte_bpe_files(vocab, merges, {}); });
+  auto message = error_of([&] { read_vocab_merges(vocab, merges, {}); });
   EXPECT_NE(message.find("merges.txt line 2"), std::string::npos) << message;
   write_file(merges, "a x\n");
-  message = error_of([&] { make_byte_bpe(read_byte_bpe_files(vocab, merges, {})); });
+  message = error_of([&] { make_bpe(read_vocab_merges(vocab, merges, {})); });
   EXPECT_NE(message.find("not in the vocabulary"), std::string::npos) << message;
 
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [)");
-  EXPECT_NE(error_of([&] { read_byte_bpe_tokenizer_json(json, {}); }).find("tokenizer.json: not valid JSON"),
+  EXPECT_NE(error_of([&] { read_tokenizer_json(json, {}); }).find("tokenizer.json: not valid JSON"),
             std::string::npos);
   write_file(json, R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
-  message = error_of([&] { read_byte_bpe_tokenizer_json(json, {}); });
-  EXPECT_NE(message.find("model type must be BPE"), std::string::npos) << message;
+  message = error_of([&] { read_tokenizer_json(json, {}); });
+  EXPECT_NE(message.find("unsupported model type 'WordPiece'"), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a"]]}})");
-  message = error_of([&] { read_byte_bpe_tokenizer_json(json, {}); });
+  message = error_of([&] { read_tokenizer_json(json, {}); });
   EXPECT_NE(message.find("model.merges[0]"), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}}})");
-  message = error_of([&] { read_byte_bpe_tokenizer_json(json, {}); });
+  message = error_of([&] { read_tokenizer_json(json, {}); });
   EXPECT_NE(message.find("malformed tokenizer.json"), std::string::npos) << message;
   EXPECT_NE(message.find(json.string()), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
       "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})");
-  message = error_of([&] { make_byte_bpe(read_byte_bpe_tokenizer_json(json, {})); });
+  message = error_of([&] { make_bpe(read_tokenizer_json(json, {})); });
   EXPECT_NE(message.find("does not compile"), std::string::npos) << message;
 }
 

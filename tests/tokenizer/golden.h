@@ -53,6 +53,22 @@ inline std::string fnv1a64(const std::vector<int64_t>& ids) {
   return hex;
 }
 
+/// FNV-1a 64 over the UTF-8 of each string followed by a 0xFF byte: the golden script's hash of texts.
+inline std::string fnv1a64_text(const std::vector<std::string>& strings) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  auto feed = [&](unsigned char byte) {
+    h ^= byte;
+    h *= 0x100000001B3ull;
+  };
+  for (const auto& s : strings) {
+    for (unsigned char c : s) feed(c);
+    feed(0xFF);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 /// Index of the first differing id (or the shorter length), for readable failures on long sequences.
 inline size_t first_difference(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t i = 0;

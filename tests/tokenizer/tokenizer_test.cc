@@ -59,14 +59,23 @@ TEST(LoadTokenizer, DirectoryWhereAFileIsExpected) {
   }
 }
 
-// A LLaMA-2 style tokenizer.json (BPE with byte fallback) is not byte-level: tokenizer.model next to it is used.
-TEST(LoadTokenizer, SentencePieceStyleTokenizerJsonFallsBackToTokenizerModel) {
+// tokenizer.json is preferred (as transformers' fast tokenizers do), except when its model is not BPE and the
+// SentencePiece model it was converted from lies next to it, or the config names the slow LlamaTokenizer.
+TEST(LoadTokenizer, TokenizerJsonUnlessItsModelIsNotBpe) {
   alps::test::TempDir dir;
-  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {},
-      "merges": []}, "pre_tokenizer": null, "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]}})";
-  EXPECT_NE(load_error(dir.path()).find("not a byte-level BPE"), std::string::npos);
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})";
+  auto message = load_error(dir.path());
+  EXPECT_NE(message.find("unsupported model type 'Unigram'"), std::string::npos) << message;
+  EXPECT_NE(message.find((dir / "tokenizer.json").string()), std::string::npos) << message;
   std::filesystem::copy_file(alps::test::data_dir() / "models" / "stories260K-hf" / "tokenizer.model",
                              dir / "tokenizer.model");
+  EXPECT_EQ(load_tokenizer(dir.path())->kind(), "sentencepiece");
+
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "byte_fallback": true,
+      "vocab": {"<unk>": 0, "a": 1}, "merges": []}, "pre_tokenizer": {"type": "Metaspace"},
+      "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]}})";
+  EXPECT_EQ(load_tokenizer(dir.path())->kind(), "bpe");
+  std::ofstream(dir / "tokenizer_config.json") << R"({"tokenizer_class": "LlamaTokenizer"})";
   EXPECT_EQ(load_tokenizer(dir.path())->kind(), "sentencepiece");
 }
 

@@ -17,6 +17,7 @@ struct AddedToken {
   bool lstrip = false;       ///< the match absorbs whitespace on its left
   bool rstrip = false;       ///< the match absorbs whitespace on its right
   bool single_word = false;  ///< only matches when not inside a word
+  bool normalized = false;   ///< matched in the normalized text rather than the raw input
 };
 
 struct SpecialTokenConfig {

@@ -1,6 +1,7 @@
 #pragma once
-// Tokenizer interface: every model directory resolves to one implementation (SentencePiece for LLaMA-1/2,
-// byte-level BPE for GPT-2/OPT/LLaMA-3), with BOS/EOS behaviour read from the checkpoint's own config files.
+// Tokenizer interface: every model directory resolves to one implementation (BPE as tokenizer.json or vocab.json +
+// merges.txt describe it, or SentencePiece's tokenizer.model), with BOS/EOS behaviour read from the checkpoint's own
+// config files.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -22,7 +23,7 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   virtual std::optional<int64_t> bos_id() const = 0;
   virtual std::optional<int64_t> eos_id() const = 0;
-  /// "sentencepiece", "byte-bpe": for logs and reports.
+  /// "sentencepiece", "byte-bpe", "bpe": for logs and reports.
   virtual std::string kind() const = 0;
 };
 

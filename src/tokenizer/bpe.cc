@@ -1,80 +1,19 @@
-#include "alps/tokenizer/byte_bpe.h"
+#include "alps/tokenizer/bpe.h"
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
 
 #include "alps/core/error.h"
-#include "tokenizer/byte_map.h"
 #include "tokenizer/regex.h"
+#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
-
-const char kGpt2SplitPattern[] = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 namespace {
-
-using Behavior = PreTokenizeStep::Behavior;
-
-struct Range {
-  size_t begin, end;
-  bool is_match;
-};
-
-// tokenizers' NormalizedString::split: the regex cuts the piece into alternating matches and gaps, and the
-// behaviour decides how matches are kept (the fold over ranges mirrors the Rust implementation).
-std::vector<Range> apply_behavior(std::vector<Range> ranges, Behavior behavior) {
-  std::vector<Range> out;
-  switch (behavior) {
-    case Behavior::kIsolated:
-      return ranges;
-    case Behavior::kRemoved:
-      for (const auto& r : ranges)
-        if (!r.is_match) out.push_back(r);
-      return out;
-    case Behavior::kMergedWithPrevious: {
-      bool previous_match = false;
-      for (const auto& r : ranges) {
-        if (r.is_match && !previous_match && !out.empty()) {
-          out.back().end = r.end;
-        } else {
-          out.push_back(r);
-        }
-        previous_match = r.is_match;
-      }
-      return out;
-    }
-    case Behavior::kMergedWithNext: {
-      bool previous_match = false;
-      for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
-        if (it->is_match && !previous_match && !out.empty()) {
-          out.back().begin = it->begin;
-        } else {
-          out.push_back(*it);
-        }
-        previous_match = it->is_match;
-      }
-      std::reverse(out.begin(), out.end());
-      return out;
-    }
-    case Behavior::kContiguous: {
-      bool previous_match = false;
-      for (const auto& r : ranges) {
-        if (r.is_match == previous_match && !out.empty()) {
-          out.back().end = r.end;
-        } else {
-          out.push_back(r);
-        }
-        previous_match = r.is_match;
-      }
-      return out;
-    }
-  }
-  return out;
-}
 
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool is_ascii_word(char c) {
@@ -85,40 +24,54 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-class ByteBpe final : public Tokenizer {
+class Bpe final : public Tokenizer {
  public:
-  explicit ByteBpe(ByteBpeSpec spec);
+  explicit Bpe(BpeSpec spec);
 
   std::vector<int64_t> encode(std::string_view text, bool add_special) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
-  int64_t vocab_size() const override { return static_cast<int64_t>(id_to_bytes_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   std::optional<int64_t> bos_id() const override { return spec_.bos_id; }
   std::optional<int64_t> eos_id() const override { return spec_.eos_id; }
-  std::string kind() const override { return "byte-bpe"; }
+  std::string kind() const override { return spec_.kind; }
 
  private:
   struct Segment {
     size_t begin, end;
     int64_t added_id;  // -1: ordinary text
   };
-  std::vector<Segment> split_added_tokens(std::string_view text) const;
-  std::vector<std::string> pre_tokenize(std::string_view segment) const;
+  // Added tokens of one kind (matched in the raw or in the normalized text), indexed by first byte.
+  struct AddedMatcher {
+    std::vector<const AddedToken*> tokens;
+    std::vector<std::string> patterns;  // what is matched: the content, normalized for normalized tokens
+    std::array<std::vector<size_t>, 256> by_first_byte;
+    std::vector<Segment> split(std::string_view text) const;
+  };
+  void encode_text(std::string_view text, bool at_start, std::vector<int64_t>& ids) const;
   void encode_word(const std::string& word, std::vector<int64_t>& out) const;
+  std::vector<int32_t> initial_symbols(const std::string& word) const;
   std::vector<int32_t> merge_word(const std::string& word) const;
 
-  ByteBpeSpec spec_;
-  std::unordered_map<std::string, int32_t> vocab_;  // byte-level token string -> id
-  std::vector<std::string> id_to_bytes_;           // what each id decodes to
+  BpeSpec spec_;
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  Decoder decoder_;
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::vector<std::string> id_to_token_;  // the string each id stands for, as the decoder receives it
   std::vector<uint8_t> is_special_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (left, right) -> (rank, merged id)
-  std::array<int32_t, 256> byte_id_{};  // id of each single byte's token, -1 when missing
-  std::vector<std::unique_ptr<Regex>> regexes_;  // one per pre_tokenize step (null for kPrefixSpace)
-  std::array<std::vector<size_t>, 256> added_by_first_byte_;
+  std::array<int32_t, 128> ascii_id_{};  // id of each single ASCII character, -1 when missing
+  std::array<int32_t, 256> fallback_id_{};  // id of "<0xAB>" for byte AB, -1 when missing
+  AddedMatcher raw_added_, normalized_added_;
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };
 
-ByteBpe::ByteBpe(ByteBpeSpec spec) : spec_(std::move(spec)) {
+Bpe::Bpe(BpeSpec spec)
+    : spec_(std::move(spec)),
+      normalizer_(spec_.normalizer, spec_.source),
+      pre_tokenizer_(spec_.pre_tokenize, spec_.source),
+      decoder_(spec_.decoder, spec_.source) {
   const auto& src = spec_.source;
   ALPS_CHECK(!spec_.vocab.empty(), src, ": the vocabulary is empty");
   // Ids index a dense table: bound them so a corrupt file cannot ask for gigabytes.
@@ -135,18 +88,30 @@ ByteBpe::ByteBpe(ByteBpeSpec spec) : spec_(std::move(spec)) {
     ALPS_CHECK(!added.content.empty(), src, ": added token with id ", added.id, " has empty content");
     max_id = std::max(max_id, added.id);
   }
-  id_to_bytes_.assign(static_cast<size_t>(max_id + 1), std::string());
-  is_special_.assign(id_to_bytes_.size(), 0);
-  for (const auto& [token, id] : spec_.vocab) id_to_bytes_[id] = byte_level_to_bytes(token);
-  for (size_t i = 0; i < spec_.added_tokens.size(); ++i) {
-    const auto& added = spec_.added_tokens[i];
-    id_to_bytes_[added.id] = added.content;
+  id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  is_special_.assign(id_to_token_.size(), 0);
+  for (const auto& [token, id] : spec_.vocab) id_to_token_[id] = token;
+  for (const auto& added : spec_.added_tokens) {
+    // tokenizers normalizes the content of a normalized added token: that is what it looks for in normalized text
+    // and what the decoder receives for its id.
+    std::string pattern = added.normalized ? normalizer_.apply(added.content) : added.content;
+    id_to_token_[added.id] = pattern;
     is_special_[added.id] = added.special ? 1 : 0;
-    added_by_first_byte_[static_cast<unsigned char>(added.content[0])].push_back(i);
+    auto& matcher = added.normalized ? normalized_added_ : raw_added_;
+    if (pattern.empty()) continue;
+    matcher.by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(matcher.tokens.size());
+    matcher.tokens.push_back(&added);
+    matcher.patterns.push_back(std::move(pattern));
+  }
+  for (int c = 0; c < 128; ++c) {
+    auto it = vocab_.find(std::string(1, static_cast<char>(c)));
+    ascii_id_[c] = it == vocab_.end() ? -1 : it->second;
   }
   for (int b = 0; b < 256; ++b) {
-    auto it = vocab_.find(byte_to_unicode(static_cast<uint8_t>(b)));
-    byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    auto it = vocab_.find(name);
+    fallback_id_[b] = it == vocab_.end() ? -1 : it->second;
   }
   merges_.reserve(spec_.merges.size());
   for (size_t rank = 0; rank < spec_.merges.size(); ++rank) {
@@ -159,36 +124,41 @@ ByteBpe::ByteBpe(ByteBpeSpec spec) : spec_(std::move(spec)) {
     // tokenizers keeps the first rank of a repeated merge.
     merges_.emplace(pair_key(l->second, r->second), std::make_pair(static_cast<int32_t>(rank), m->second));
   }
-  for (const auto& step : spec_.pre_tokenize) {
-    regexes_.push_back(step.kind == PreTokenizeStep::Kind::kSplit ? std::make_unique<Regex>(step.pattern) : nullptr);
-  }
+  if (spec_.unk_id)
+    ALPS_CHECK(*spec_.unk_id >= 0 && *spec_.unk_id <= max_id, src, ": unk id ", *spec_.unk_id, " out of range");
   for (auto id : spec_.prefix_ids) ALPS_CHECK(id >= 0 && id <= max_id, src, ": special id ", id, " out of range");
   for (auto id : spec_.suffix_ids) ALPS_CHECK(id >= 0 && id <= max_id, src, ": special id ", id, " out of range");
 }
 
 // Added tokens are found before pre-tokenisation, leftmost-longest (tokenizers' AddedVocabulary).
-std::vector<ByteBpe::Segment> ByteBpe::split_added_tokens(std::string_view text) const {
+std::vector<Bpe::Segment> Bpe::AddedMatcher::split(std::string_view text) const {
   std::vector<Segment> segments;
+  if (tokens.empty()) {
+    if (!text.empty()) segments.push_back({0, text.size(), -1});
+    return segments;
+  }
   size_t text_start = 0, i = 0;
   const size_t n = text.size();
   while (i < n) {
     const AddedToken* best = nullptr;
-    for (size_t k : added_by_first_byte_[static_cast<unsigned char>(text[i])]) {
-      const auto& a = spec_.added_tokens[k];
-      const bool longer = best == nullptr || a.content.size() > best->content.size();
-      if (longer && text.substr(i, a.content.size()) == a.content) {
+    size_t best_size = 0;
+    for (size_t k : by_first_byte[static_cast<unsigned char>(text[i])]) {
+      const auto& a = *tokens[k];
+      const std::string& pattern = patterns[k];
+      if (pattern.size() > best_size && text.substr(i, pattern.size()) == pattern) {
         if (a.single_word) {
-          const size_t after = i + a.content.size();
+          const size_t after = i + pattern.size();
           if ((i > 0 && is_ascii_word(text[i - 1])) || (after < n && is_ascii_word(text[after]))) continue;
         }
         best = &a;
+        best_size = pattern.size();
       }
     }
     if (best == nullptr) {
       ++i;
       continue;
     }
-    size_t begin = i, end = i + best->content.size();
+    size_t begin = i, end = i + best_size;
     if (best->lstrip)
       while (begin > text_start && is_ascii_space(text[begin - 1])) --begin;
     if (best->rstrip)
@@ -201,52 +171,60 @@ std::vector<ByteBpe::Segment> ByteBpe::split_added_tokens(std::string_view text)
   return segments;
 }
 
-std::vector<std::string> ByteBpe::pre_tokenize(std::string_view segment) const {
-  std::vector<std::string> pieces{std::string(segment)};
-  for (size_t s = 0; s < spec_.pre_tokenize.size(); ++s) {
-    const auto& step = spec_.pre_tokenize[s];
-    if (step.kind == PreTokenizeStep::Kind::kPrefixSpace) {
-      for (auto& piece : pieces)
-        if (piece.empty() || piece[0] != ' ') piece = " " + piece;
+// The symbols a word starts from, one per character: its vocab id, else its "<0xAB>" byte ids (byte_fallback),
+// else unk (consecutive ones fused with fuse_unk), else nothing (tokenizers' BPE::merge_word).
+std::vector<int32_t> Bpe::initial_symbols(const std::string& word) const {
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
+  bool previous_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    const size_t begin = i;
+    const auto lead = static_cast<unsigned char>(word[i]);
+    int32_t id = -1;
+    if (lead < 0x80) {
+      id = ascii_id_[lead];
+      ++i;
+    } else {
+      i = std::min(word.size(), i + utf8_length(lead));
+      auto it = vocab_.find(word.substr(begin, i - begin));
+      if (it != vocab_.end()) id = it->second;
+    }
+    if (id >= 0) {
+      ids.push_back(id);
+      previous_unk = false;
       continue;
     }
-    std::vector<std::string> next;
-    next.reserve(pieces.size());
-    for (const auto& piece : pieces) {
-      std::vector<Range> ranges;
-      size_t previous = 0;
-      for (const auto& [b, e] : regexes_[s]->find_all(piece)) {
-        if (b > previous) ranges.push_back({previous, b, step.invert});
-        ranges.push_back({b, e, !step.invert});
-        previous = e;
+    if (spec_.byte_fallback) {
+      bool all = true;
+      for (size_t k = begin; k < i; ++k) all &= fallback_id_[static_cast<unsigned char>(word[k])] >= 0;
+      if (all) {
+        for (size_t k = begin; k < i; ++k) ids.push_back(fallback_id_[static_cast<unsigned char>(word[k])]);
+        previous_unk = false;
+        continue;
       }
-      if (previous < piece.size()) ranges.push_back({previous, piece.size(), step.invert});
-      for (const auto& r : apply_behavior(std::move(ranges), step.behavior))
-        if (r.end > r.begin) next.emplace_back(piece, r.begin, r.end - r.begin);
     }
-    pieces = std::move(next);
+    if (spec_.unk_id) {
+      if (!(spec_.fuse_unk && previous_unk)) ids.push_back(static_cast<int32_t>(*spec_.unk_id));
+      previous_unk = true;
+    }
   }
-  return pieces;
+  return ids;
 }
 
-// BPE on one pre-token, as tokenizers' Word::merge_all: a min-heap of candidate merges ordered by (rank, position),
+// BPE on one word, as tokenizers' Word::merge_all: a min-heap of candidate merges ordered by (rank, position),
 // stale entries skipped when popped, so a long word costs O(n log n) rather than O(n^2).
-std::vector<int32_t> ByteBpe::merge_word(const std::string& word) const {
+std::vector<int32_t> Bpe::merge_word(const std::string& word) const {
   struct Symbol {
     int32_t id, prev, next;
   };
+  const std::vector<int32_t> initial = initial_symbols(word);
+  if (initial.empty()) return {};
   std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  for (unsigned char byte : word) {
-    int32_t id = byte_id_[byte];
-    if (id < 0) {
-      if (!spec_.unk_id) continue;
-      id = static_cast<int32_t>(*spec_.unk_id);
-    }
+  symbols.reserve(initial.size());
+  for (int32_t id : initial) {
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({id, index - 1, index + 1});
   }
-  if (symbols.empty()) return {};
   symbols.back().next = -1;
 
   using Candidate = std::tuple<int32_t, int32_t, int32_t>;  // rank, position, merged id
@@ -278,7 +256,7 @@ std::vector<int32_t> ByteBpe::merge_word(const std::string& word) const {
   return ids;
 }
 
-void ByteBpe::encode_word(const std::string& word, std::vector<int64_t>& out) const {
+void Bpe::encode_word(const std::string& word, std::vector<int64_t>& out) const {
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (auto it = cache_.find(word); it != cache_.end()) {
@@ -287,16 +265,12 @@ void ByteBpe::encode_word(const std::string& word, std::vector<int64_t>& out) co
     }
   }
   std::vector<int32_t> ids;
-  bool whole = false;
-  if (spec_.ignore_merges) {
-    std::string mapped;
-    for (unsigned char byte : word) mapped += byte_to_unicode(byte);
-    if (auto it = vocab_.find(mapped); it != vocab_.end()) {
-      ids.push_back(it->second);
-      whole = true;
-    }
+  auto whole = spec_.ignore_merges ? vocab_.find(word) : vocab_.end();
+  if (whole != vocab_.end()) {
+    ids.push_back(whole->second);
+  } else {
+    ids = merge_word(word);
   }
-  if (!whole) ids = merge_word(word);
   out.insert(out.end(), ids.begin(), ids.end());
   std::lock_guard<std::mutex> lock(cache_mutex_);
   // Bounded so that a long-running process tokenising arbitrary text does not grow without limit.
@@ -304,36 +278,49 @@ void ByteBpe::encode_word(const std::string& word, std::vector<int64_t>& out) co
   cache_.emplace(word, std::move(ids));
 }
 
-std::vector<int64_t> ByteBpe::encode(std::string_view text, bool add_special) const {
+// One stretch of input between raw added tokens: normalized, split on the normalized added tokens, pre-tokenized.
+void Bpe::encode_text(std::string_view text, bool at_start, std::vector<int64_t>& ids) const {
+  const std::string normalized = normalizer_.apply(text);
+  for (const auto& segment : normalized_added_.split(normalized)) {
+    if (segment.added_id >= 0) {
+      ids.push_back(segment.added_id);
+      continue;
+    }
+    Piece piece{normalized.substr(segment.begin, segment.end - segment.begin), at_start && segment.begin == 0};
+    for (const auto& word : pre_tokenizer_.apply(std::move(piece))) encode_word(word.text, ids);
+  }
+}
+
+std::vector<int64_t> Bpe::encode(std::string_view text, bool add_special) const {
   const size_t bad = find_invalid_utf8(text);
   ALPS_CHECK(bad == std::string_view::npos, "text to tokenize is not valid UTF-8 (byte offset ", bad, ")");
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3 + 8);
   if (add_special) ids.insert(ids.end(), spec_.prefix_ids.begin(), spec_.prefix_ids.end());
-  for (const auto& segment : split_added_tokens(text)) {
+  for (const auto& segment : raw_added_.split(text)) {
     if (segment.added_id >= 0) {
       ids.push_back(segment.added_id);
-      continue;
+    } else {
+      encode_text(text.substr(segment.begin, segment.end - segment.begin), segment.begin == 0, ids);
     }
-    for (const auto& word : pre_tokenize(text.substr(segment.begin, segment.end - segment.begin)))
-      encode_word(word, ids);
   }
   if (add_special) ids.insert(ids.end(), spec_.suffix_ids.begin(), spec_.suffix_ids.end());
   return ids;
 }
 
-std::string ByteBpe::decode(const std::vector<int64_t>& ids) const {
-  std::string text;
+std::string Bpe::decode(const std::vector<int64_t>& ids) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int64_t id : ids) {
     ALPS_CHECK(id >= 0 && id < vocab_size(), "decode: token id ", id, " is outside the vocabulary [0, ", vocab_size(),
                ") of ", spec_.source);
-    if (!is_special_[id]) text += id_to_bytes_[id];
+    if (!is_special_[id]) tokens.push_back(id_to_token_[id]);
   }
-  return text;
+  return decoder_.decode(std::move(tokens));
 }
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_byte_bpe(ByteBpeSpec spec) { return std::make_unique<ByteBpe>(std::move(spec)); }
+std::unique_ptr<Tokenizer> make_bpe(BpeSpec spec) { return std::make_unique<Bpe>(std::move(spec)); }
 
 }  // namespace alps::tokenizer
