@@ -15,7 +15,7 @@ namespace {
 struct PruneArgs {
   CommonOptions common;
   std::string model, out, config, data_dir, dump_problems;
-  std::string method, pattern, refine, calib, dtype, stats_dtype, eval;
+  std::string method, pattern, refine, calib, dtype, stats_dtype, stats_device, eval;
   double sparsity = -1;
   int64_t pcg_iterations = 0, nsamples = 0, seqlen = 0, batch_size = 0, stop_after = -1, eval_seqlen = 0;
   int64_t eval_max_windows = 0, eval_limit = 0;
@@ -45,6 +45,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   if (given("--dtype")) r.dtype = a.dtype;
   if (given("--batch-size")) r.batch_size = a.batch_size;
   if (given("--stats-dtype")) r.stats_dtype = a.stats_dtype;
+  if (given("--stats-device")) r.stats_device = a.stats_device;
   if (given("--eval")) r.eval = split_list(a.eval);
   if (given("--eval-seqlen")) r.eval_seqlen = a.eval_seqlen;
   if (given("--eval-max-windows")) r.eval_max_windows = a.eval_max_windows;
@@ -104,6 +105,10 @@ void add_prune_command(CLI::App& app, Runner& runner) {
       ->check(int_at_least(1));
   cmd->add_option("--stats-dtype", a->stats_dtype, "Accumulation dtype of the Gram matrices: fp32 (default) or fp64")
       ->check(CLI::IsMember({"fp32", "fp64"}));
+  cmd->add_option("--stats-device", a->stats_device,
+                  "Where the Gram matrices accumulate: compute (the --device, default) or cpu (saves GPU memory; "
+                  "every linear input then crosses to the host)")
+      ->check(CLI::IsMember({"compute", "cpu"}));
   cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa");
   cmd->add_option("--eval-seqlen", a->eval_seqlen, "Window of --eval (default min(2048, max positions))")
       ->check(seqlen_or_default());

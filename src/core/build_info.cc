@@ -12,6 +12,9 @@
 #ifndef ALPS_VERSION
 #define ALPS_VERSION "0.0.0"
 #endif
+#ifndef ALPS_CUDA_VERSION
+#define ALPS_CUDA_VERSION ""
+#endif
 
 namespace alps {
 
@@ -36,6 +39,7 @@ BuildInfo build_info() {
   info.alps_version = ALPS_VERSION;
   info.torch_version = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                        std::to_string(TORCH_VERSION_PATCH);
+  info.cuda_build = ALPS_CUDA_VERSION;
   info.cuda_available = torch::cuda::is_available();
   info.cuda_devices = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
   std::vector<std::string> libs;
@@ -50,8 +54,9 @@ std::string build_info_text(const BuildInfo& info) {
   std::ostringstream os;
   os << "alps " << info.alps_version << "\n"
      << "libtorch " << info.torch_version << "\n"
-     << "cuda: " << (info.cuda_available ? "available (" + std::to_string(info.cuda_devices) + " device(s))" : "not available")
-     << "\n"
+     << "cuda build: " << (info.cuda_build.empty() ? "no (CPU-only libtorch)" : "yes, CUDA " + info.cuda_build) << "\n"
+     << "cuda devices: "
+     << (info.cuda_available ? std::to_string(info.cuda_devices) + " visible" : "none visible") << "\n"
      << "blas: " << info.blas << "\n"
      << "threads: " << info.threads << "\n";
   return os.str();

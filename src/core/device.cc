@@ -14,7 +14,16 @@ c10::Device resolve_device(std::string_view name) {
   if (name.substr(0, 4) == "cuda") {
     ALPS_CHECK(torch::cuda::is_available(), "device '", name,
                "' requested but this libtorch build sees no CUDA device (use --device cpu or auto)");
-    return c10::Device(std::string(name));
+    c10::Device device(c10::kCPU);
+    try {
+      device = c10::Device(std::string(name));
+    } catch (const c10::Error&) {
+      ALPS_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+    }
+    const int visible = static_cast<int>(torch::cuda::device_count());
+    ALPS_CHECK(!device.has_index() || device.index() < visible, "device '", name, "' requested but only ", visible,
+               " CUDA device(s) are visible (indices 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES renumbers them)");
+    return device;
   }
   ALPS_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
 }

@@ -82,6 +82,7 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   f.read("dtype", r.dtype);
   f.read("batch_size", r.batch_size);
   f.read("stats_dtype", r.stats_dtype);
+  f.read("stats_device", r.stats_device);
   f.read("eval", r.eval);
   f.read("eval_seqlen", r.eval_seqlen);
   f.read("eval_max_windows", r.eval_max_windows);
@@ -117,6 +118,7 @@ json recipe_to_json(const Recipe& r) {
           {"dtype", r.dtype},
           {"batch_size", r.batch_size},
           {"stats_dtype", r.stats_dtype},
+          {"stats_device", r.stats_device},
           {"eval", r.eval},
           {"eval_seqlen", r.eval_seqlen},
           {"eval_max_windows", r.eval_max_windows},

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "alps/core/device.h"
+#include "alps/core/device_memory.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/eval/datasets.h"
@@ -56,6 +57,17 @@ double peak_rss_gib() {
   return 0;
 }
 
+// Measured peaks next to the estimate printed at the start, so that the estimate can be checked (and trusted).
+void record_peak_memory(report::RunReport& rep, const c10::Device& device) {
+  rep.extra["peak_rss_gib"] = peak_rss_gib();
+  const auto peak = device_peak_bytes(device);
+  if (!peak) return;
+  auto& est = rep.extra["memory_estimate"];
+  est["device_peak_gib_measured"] = gib(*peak);
+  spdlog::info("{} memory: peak {:.2f} GiB allocated by tensors (estimated at most {:.2f} GiB)", device.str(),
+               gib(*peak), est["device_total_gib_at_most"].get<double>());
+}
+
 // Host and device memory the run needs, printed before starting so a user can stop a run that cannot fit.
 json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType dtype) {
   const auto& cfg = m.config();
@@ -73,9 +85,12 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates.
   const int64_t solver = 4 * max_in * max_in * 8;
   const int64_t batch = r.batch_size * r.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4;
+  const int64_t device_stats = r.stats_device == "cpu" ? 0 : stats;
   return {{"host_activations_gib", gib(activations)},
+          {"device_total_gib_at_most", gib(block_weights + device_stats + solver + batch)},
           {"device_block_weights_gib", gib(block_weights)},
-          {"device_statistics_gib_at_most", gib(stats)},
+          {"device_statistics_gib_at_most", gib(device_stats)},
+          {"host_statistics_gib_at_most", gib(stats - device_stats)},
           {"device_solver_gib", gib(solver)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
@@ -172,6 +187,8 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "compute dtype ", r.dtype,
              " needs a CUDA device; use fp32 on the CPU");
   parse_dtype(r.stats_dtype);
+  ALPS_CHECK(r.stats_device == "compute" || r.stats_device == "cpu", "stats_device must be compute or cpu, got '",
+             r.stats_device, "'");
   check_output_request(output_request(job));
   ALPS_CHECK(r.seqlen <= m.config().max_sequence_length(), "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
@@ -196,6 +213,9 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
 // empty when it cannot be found any more (a resume then trusts the saved inputs).
 json resume_key(const PruneJob& job, const fs::path& calibration) {
   json r = recipe_to_json(job.recipe);
+  // Where and in what batches the passes run changes rounding, not the problem: a run stopped on one GPU (or out of
+  // its memory) continues on another device or with smaller batches.
+  for (const char* k : {"device", "batch_size", "stats_device"}) r.erase(k);
   r.erase("eval");
   r.erase("eval_seqlen");
   r.erase("eval_max_windows");
@@ -217,14 +237,17 @@ class PruneRun {
     rep_.blocks_total = m_.num_blocks();
     rep_.extra["memory_estimate"] = memory_estimate(m_, r_, dtype_);
     const auto& est = rep_.extra["memory_estimate"];
-    spdlog::info("memory estimate: host activations {:.2f} GiB; device: block weights {:.2f} GiB + statistics <= "
-                 "{:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
-                 est["host_activations_gib"].get<double>(), est["device_block_weights_gib"].get<double>(),
+    spdlog::info("memory estimate: host activations {:.2f} GiB; {} at most {:.2f} GiB: block weights {:.2f} GiB + "
+                 "statistics {:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
+                 est["host_activations_gib"].get<double>(), device_.str(), est["device_total_gib_at_most"].get<double>(),
+                 est["device_block_weights_gib"].get<double>(),
                  est["device_statistics_gib_at_most"].get<double>(), est["device_solver_gib"].get<double>(),
                  est["device_batch_activations_gib"].get<double>());
   }
 
   report::RunReport& report() { return rep_; }
+  /// What the run is doing now, for an error that interrupts it.
+  const std::string& step() const { return step_; }
   const at::Tensor& inputs() const { return inputs_; }
   int64_t next_block() const { return next_block_; }
 
@@ -239,7 +262,8 @@ class PruneRun {
                                  {"seed", r_.seed},
                                  {"fingerprint", key.at("calibration").value("file", json())}};
     spdlog::info("calibration: {} windows of {} tokens from {}", r_.nsamples, r_.seqlen, source.string());
-    inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, at::TensorOptions().dtype(dtype_));
+    step_ = "embedding the calibration windows";
+    inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, host_options());
     for_each_batch([&](int64_t i, int64_t n) {
       inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(device_)));
     });
@@ -256,6 +280,7 @@ class PruneRun {
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
     inputs_ = dir.load_inputs(s);
+    if (device_.is_cuda()) inputs_ = inputs_.pin_memory();
     rep_.blocks_done = next_block_;
     spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
   }
@@ -276,10 +301,11 @@ class PruneRun {
     m_.load_block(b);
     // Every linear of the block sees the inputs of the block as it was before any of its linears was pruned.
     auto t0 = std::chrono::steady_clock::now();
-    BlockStats stats(device_, parse_dtype(r_.stats_dtype));
+    step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
+    BlockStats stats(r_.stats_device == "cpu" ? c10::Device(c10::kCPU) : device_, parse_dtype(r_.stats_dtype));
     model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) { stats.observe(linear, x); };
     for_each_batch([&](int64_t i, int64_t n) {
-      m_.block_forward(b, inputs_.slice(0, i, i + n).to(device_), &observer);
+      m_.block_forward(b, to_device(inputs_.slice(0, i, i + n)), &observer);
       stats.end_forward();
     });
     rep_.phase_seconds["statistics"] += seconds_since(t0);
@@ -299,9 +325,10 @@ class PruneRun {
 
     // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
     t0 = std::chrono::steady_clock::now();
-    at::Tensor outputs = at::empty_like(inputs_);
+    step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
+    at::Tensor outputs = at::empty(inputs_.sizes(), host_options());
     for_each_batch([&](int64_t i, int64_t n) {
-      outputs.slice(0, i, i + n).copy_(m_.block_forward(b, inputs_.slice(0, i, i + n).to(device_)));
+      outputs.slice(0, i, i + n).copy_(m_.block_forward(b, to_device(inputs_.slice(0, i, i + n))));
     });
     inputs_ = std::move(outputs);
     m_.unload_block(b);
@@ -321,12 +348,20 @@ class PruneRun {
     popt.max_windows = r_.eval_max_windows;
     eval::ZeroShotOptions zopt;
     zopt.limit = r_.eval_limit;
+    step_ = "evaluating the pruned model";
     m_.load_all();
     for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, zopt)) rep_.eval.push_back(res);
     rep_.phase_seconds["eval"] += seconds_since(t0);
   }
 
  private:
+  // Activations stay on the host between blocks; for a GPU they are page-locked, so that a batch's upload is one DMA
+  // that runs without the host waiting on it (stream order keeps the block's kernels behind it).
+  at::TensorOptions host_options() const {
+    return at::TensorOptions().dtype(dtype_).pinned_memory(device_.is_cuda());
+  }
+  at::Tensor to_device(const at::Tensor& host) const { return host.to(device_, /*non_blocking=*/true); }
+
   template <typename F>
   void for_each_batch(F&& f) {
     for (int64_t i = 0; i < r_.nsamples; i += r_.batch_size) f(i, std::min(r_.batch_size, r_.nsamples - i));
@@ -346,7 +381,7 @@ class PruneRun {
     const LayerStats& s = stats.at(linear);
     prune::LayerProblem problem;
     problem.W0 = W0.to(device_, at::kFloat);
-    problem.G = s.gram().to(at::kFloat);
+    problem.G = s.gram().to(device_, at::kFloat);
     problem.mean = s.mean();
     problem.tokens = s.tokens();
     problem.name = lj.name;
@@ -354,6 +389,7 @@ class PruneRun {
     if (!job_.dump_problems.empty()) prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem);
 
     const auto pattern = prune::Pattern::parse(lj.plan.pattern);
+    step_ = fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1));
     try {
       prune::PcgOptions pcg;
       pcg.iterations = r_.pcg_iterations;
@@ -394,6 +430,7 @@ class PruneRun {
   report::RunReport rep_;
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
+  std::string step_;
   int64_t next_block_ = 0;
 };
 
@@ -436,6 +473,21 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
   spdlog::info("wrote {} in {}", out.path().string(), format_duration(seconds_since(t0)));
 }
 
+// Running out of GPU memory is for the user to fix: say what did not fit, what to change, and that the blocks
+// finished so far are kept.
+[[noreturn]] void fail_out_of_memory(const c10::OutOfMemoryError& e, const PruneJob& job, const std::string& step,
+                                     int64_t blocks_done) {
+  std::string what = e.what();
+  what = what.substr(0, what.find('\n'));
+  const auto& r = job.recipe;
+  ALPS_FAIL("out of memory on device ", r.device, " while ", step, ": ", what, "\nto fit, lower --batch-size (now ",
+            r.batch_size, ")", r.stats_device == "cpu" ? "" : ", add --stats-device cpu",
+            r.dtype == "fp32" ? ", or use --dtype bf16" : "", ", or choose another --device; ",
+            blocks_done > 0 ? "the " + std::to_string(blocks_done) +
+                                  " finished block(s) are saved: rerun with --resume (any device, any batch size)"
+                            : "nothing was pruned yet");
+}
+
 }  // namespace
 
 report::RunReport run_prune(const PruneJob& job) {
@@ -446,31 +498,37 @@ report::RunReport run_prune(const PruneJob& job) {
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());
   PruneRun run(job, m, *tok);
-  if (out.resume()) {
-    run.restore(state, load_resume_state(job, state));
-  } else {
-    const fs::path source = resolve_calibration_source(job.recipe.calib, job.data_dir);
-    run.capture_inputs(source, resume_key(job, source));
-    state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
-  }
-
   report::RunReport& rep = run.report();
-  Progress progress("block", rep.blocks_total, 0, run.next_block());
-  for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
-    if (job.stop_after >= 0 && done >= job.stop_after) break;
-    auto pruned = run.prune_next_block();
-    const auto t0 = std::chrono::steady_clock::now();
-    state.save(run.state(), pruned, run.inputs());
-    rep.phase_seconds["save_state"] += seconds_since(t0);
-    progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
+  const c10::Device device = resolve_device(job.recipe.device);
+  reset_device_peak(device);
+  try {
+    if (out.resume()) {
+      run.restore(state, load_resume_state(job, state));
+    } else {
+      const fs::path source = resolve_calibration_source(job.recipe.calib, job.data_dir);
+      run.capture_inputs(source, resume_key(job, source));
+      state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
+    }
+
+    Progress progress("block", rep.blocks_total, 0, run.next_block());
+    for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
+      if (job.stop_after >= 0 && done >= job.stop_after) break;
+      auto pruned = run.prune_next_block();
+      const auto t0 = std::chrono::steady_clock::now();
+      state.save(run.state(), pruned, run.inputs());
+      rep.phase_seconds["save_state"] += seconds_since(t0);
+      progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
+    }
+    record_peak_memory(rep, device);
+    if (rep.blocks_done < rep.blocks_total) {
+      spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done,
+                   rep.blocks_total);
+      return rep;
+    }
+    run.evaluate();
+  } catch (const c10::OutOfMemoryError& e) {
+    fail_out_of_memory(e, job, run.step(), rep.blocks_done);
   }
-  rep.extra["peak_rss_gib"] = peak_rss_gib();
-  if (rep.blocks_done < rep.blocks_total) {
-    spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done,
-                 rep.blocks_total);
-    return rep;
-  }
-  run.evaluate();
   write_output(out, m, rep);
   return rep;
 }

@@ -84,7 +84,7 @@ json to_json(const RunReport& r) {
           {"output", r.output},
           {"recipe", r.recipe},
           {"software",
-           {{"alps", info.alps_version}, {"libtorch", info.torch_version}, {"blas", info.blas}, {"threads", info.threads}}},
+           {{"alps", info.alps_version}, {"libtorch", info.torch_version}, {"cuda_build", info.cuda_build}, {"blas", info.blas}, {"threads", info.threads}}},
           {"hardware", hardware_json()},
           {"blocks_done", r.blocks_done},
           {"blocks_total", r.blocks_total},

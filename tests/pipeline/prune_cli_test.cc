@@ -136,6 +136,23 @@ TEST(PruneCli, ResumeRefusesADifferentRecipe) {
       << r.err;
 }
 
+// Where and in what batches the passes run changes rounding only: a run stopped (say, out of GPU memory) continues on
+// another device, with smaller batches or with the statistics on the host.
+TEST(PruneCli, ResumeAcceptsAnotherDeviceBatchSizeAndStatisticsDevice) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--stop-after", "1", "--device", "cpu"})).exit_code,
+            0);
+  const auto r = test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--resume", "--device", "auto", "--batch-size",
+                                                      "1", "--stats-device", "cpu", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(report.at("complete").get<bool>());
+  EXPECT_EQ(report.at("recipe").at("stats_device"), "cpu");
+  EXPECT_EQ(report.at("recipe").at("batch_size"), 1);
+  EXPECT_GT(report.at("extra").at("memory_estimate").at("device_total_gib_at_most").get<double>(), 0.0);
+  EXPECT_EQ(report.at("extra").at("memory_estimate").at("device_statistics_gib_at_most").get<double>(), 0.0);
+}
+
 TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -151,6 +168,8 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--nsamples", "0"}, "--nsamples", 2},
       {{"--sparsity", "0.5", "--stop-after", "-2"}, "--stop-after", 2},
       {{"--sparsity", "0.5", "--refine", "cg"}, "--refine", 2},
+      {{"--sparsity", "0.5", "--stats-device", "gpu"}, "--stats-device", 2},
+      {{"--sparsity", "0.5", "--device", "cuda:7"}, "cuda:7", 1},
       {{"--sparsity", "0.5", "--resume", "--overwrite"}, "excludes", 2},
       {{"--pattern", "2:5"}, "in % 5", 1},
       {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option \"rho0\"", 1},

@@ -7,6 +7,9 @@ namespace alps {
 struct BuildInfo {
   std::string alps_version;
   std::string torch_version;
+  /// CUDA toolkit this binary was built with ("13.0"), empty for a CPU-only build (Debian's libtorch). A CUDA build
+  /// still runs without a GPU; cuda_available says whether one is visible now.
+  std::string cuda_build;
   bool cuda_available = false;
   int cuda_devices = 0;
   std::string blas;  ///< shared BLAS library actually loaded (resolved path), or what libtorch was built with

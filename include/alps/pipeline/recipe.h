@@ -36,6 +36,7 @@ struct Recipe {
   std::string dtype = "fp32";   ///< compute dtype of the forward passes
   int64_t batch_size = 8;       ///< calibration windows per forward call
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
+  std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"
   std::vector<std::string> eval;     ///< datasets evaluated after pruning
   int64_t eval_seqlen = 0;           ///< their window length (0: min(2048, max positions))
   int64_t eval_max_windows = 0;      ///< perplexity over at most this many windows per dataset (0: all)
