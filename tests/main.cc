@@ -1,13 +1,23 @@
 // Test entry point: the same binaries pass on CPU-only machines, where tests named *_CUDA are filtered out.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <string>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   spdlog::set_level(spdlog::level::warn);
+  // ctest runs test processes side by side (-j), about one per core. A libtorch whose OpenMP pool has a thread per
+  // core (PyPI's; Debian's has one) then oversubscribes the cores, and OpenMP's spin-waiting turns that into runs ten
+  // times slower. One thread per test process, and per alps process it starts (they inherit the variable), unless
+  // the caller chose otherwise.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    setenv("OMP_NUM_THREADS", "1", 0);
+    at::set_num_threads(1);
+  }
   if (!torch::cuda::is_available()) {
     std::string filter = ::testing::GTEST_FLAG(filter);
     filter += (filter.find('-') == std::string::npos ? "-" : ":") + std::string("*_CUDA");

@@ -1,5 +1,6 @@
 // `alps generate`: greedy decoding, the quickest sanity check of a (pruned) checkpoint.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>

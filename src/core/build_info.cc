@@ -1,5 +1,6 @@
 #include "alps/core/build_info.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 #include <link.h>
@@ -24,7 +25,9 @@ namespace {
 // the loaded libraries, not the build configuration, tell whether matrix products run on OpenBLAS or the reference.
 int collect_blas(struct dl_phdr_info* info, size_t, void* out) {
   std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
-  if (name.find("blas") != std::string::npos || name.find("mkl") != std::string::npos) {
+  const auto base = std::filesystem::path(name).filename().string();
+  const bool host_blas = base.find("blas") != std::string::npos || base.find("mkl") != std::string::npos;
+  if (host_blas && base.find("cublas") == std::string::npos) {  // cuBLAS serves CUDA tensors only
     std::error_code ec;
     auto real = std::filesystem::canonical(name, ec);
     static_cast<std::vector<std::string>*>(out)->push_back(ec ? name : real.string());
@@ -45,7 +48,9 @@ BuildInfo build_info() {
   std::vector<std::string> libs;
   dl_iterate_phdr(collect_blas, &libs);
   for (const auto& l : libs) info.blas += (info.blas.empty() ? "" : ", ") + l;
-  if (info.blas.empty()) info.blas = "none loaded as a shared library (statically linked or MKL inside libtorch)";
+  // PyPI's libtorch links MKL statically: ATen's products run on it, alps's direct LAPACK calls on the library above.
+  if (at::hasMKL()) info.blas += std::string(info.blas.empty() ? "" : ", ") + "MKL inside libtorch (ATen's products)";
+  if (info.blas.empty()) info.blas = "none loaded as a shared library (statically linked inside libtorch)";
   info.threads = at::get_num_threads();
   return info;
 }

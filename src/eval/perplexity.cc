@@ -1,6 +1,7 @@
 #include "alps/eval/perplexity.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>

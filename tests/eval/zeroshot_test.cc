@@ -1,5 +1,6 @@
 // lm-eval's request encoding rules, the scorer (left truncation, batching) and the metric aggregation.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
