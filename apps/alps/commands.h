@@ -56,6 +56,7 @@ void add_eval_command(CLI::App& app, Runner& runner);
 void add_inspect_command(CLI::App& app, Runner& runner);
 void add_generate_command(CLI::App& app, Runner& runner);
 void add_tasks_command(CLI::App& app, Runner& runner);
+void add_methods_command(CLI::App& app, Runner& runner);
 void add_prune_command(CLI::App& app, Runner& runner);
 
 }  // namespace alps::cli

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
   alps::cli::add_inspect_command(app, runner);
   alps::cli::add_generate_command(app, runner);
   alps::cli::add_tasks_command(app, runner);
+  alps::cli::add_methods_command(app, runner);
 
   try {
     app.parse(argc, argv);

@@ -50,7 +50,10 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   f.read("method", r.method);
   if (auto p = pattern_of(f, origin)) r.pattern = *p;
   f.read("refine", r.refine);
-  f.read("pcg_iterations", r.pcg_iterations);
+  // ALPS has an option of this name (its own refit); the recipe's knob is the separate --refine step's.
+  ALPS_CHECK(f.get("pcg_iterations") == nullptr, origin, ": key \"pcg_iterations\" is now \"refine_iterations\" "
+             "(iterations of refine: pcg); ALPS's own refit is the method option \"pcg_iterations\" under \"options\"");
+  f.read("refine_iterations", r.refine_iterations);
   r.options = options_of(f, origin);
   if (const json* c = f.get("calibration")) {
     io::JsonFields cf(*c, origin + " calibration");
@@ -109,7 +112,7 @@ json recipe_to_json(const Recipe& r) {
   return {{"method", r.method},
           {"pattern", r.pattern},
           {"refine", r.refine},
-          {"pcg_iterations", r.pcg_iterations},
+          {"refine_iterations", r.refine_iterations},
           {"options", r.options},
           {"calibration", {{"source", r.calib}, {"nsamples", r.nsamples}, {"seqlen", r.seqlen}, {"seed", r.seed}}},
           {"skip", r.skip},

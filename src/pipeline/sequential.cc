@@ -180,7 +180,7 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   ALPS_CHECK(r.nsamples > 0, "nsamples must be positive, got ", r.nsamples);
   ALPS_CHECK(r.seqlen > 1, "seqlen must be at least 2, got ", r.seqlen);
   ALPS_CHECK(r.batch_size > 0, "batch size must be positive, got ", r.batch_size);
-  ALPS_CHECK(r.pcg_iterations >= 0, "pcg iterations must be >= 0, got ", r.pcg_iterations);
+  ALPS_CHECK(r.refine_iterations >= 0, "refine iterations must be >= 0, got ", r.refine_iterations);
   ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
   const auto dtype = parse_dtype(r.dtype);
   const auto device = resolve_device(r.device);
@@ -392,7 +392,7 @@ class PruneRun {
     step_ = fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1));
     try {
       prune::PcgOptions pcg;
-      pcg.iterations = r_.pcg_iterations;
+      pcg.iterations = r_.refine_iterations;
       const prune::LayerResult res = prune::solve_layer(methods_.get(lj.plan.method, lj.plan.options), problem, pattern,
                                                         prune::parse_refine(lj.plan.refine), pcg);
       checked_grams_.insert(&s);

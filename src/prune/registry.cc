@@ -15,16 +15,40 @@
 namespace alps::prune {
 
 namespace {
+nlohmann::json no_options() { return nlohmann::json::array(); }
+
 struct Entry {
   std::string_view name;
   MethodFactory make;
+  nlohmann::json (*options)();  // the method's option table, described
+  std::string_view summary;
+  std::string_view unstructured;  // over what an unstructured sparsity is counted
 };
-constexpr Entry kMethods[] = {{"alps", &make_alps_admm},
-                              {"dsnot", &make_dsnot},
-                              {"magnitude", &make_magnitude},
-                              {"sparsegpt", &make_sparsegpt},
-                              {"wanda", &make_wanda}};
+constexpr Entry kMethods[] = {
+    {"alps", &make_alps_admm, &alps_option_list,
+     "ADMM with a rho schedule on the scaled least-squares problem finds the support, then masked PCG refits the "
+     "kept weights (its own refit; --refine adds another)",
+     "per layer"},
+    {"dsnot", &make_dsnot, &dsnot_option_list,
+     "Wanda's mask, then training-free prune/regrow swaps per row that drive the expected output change to zero",
+     "per output row"},
+    {"magnitude", &make_magnitude, &no_options, "zero the smallest |W|", "per layer"},
+    {"sparsegpt", &make_sparsegpt, &sparsegpt_option_list,
+     "column by column OBS updates with the Cholesky factor of H^-1; masks chosen per block of columns",
+     "per block of columns"},
+    {"wanda", &make_wanda, &no_options, "zero the lowest |W_ij| * ||X_j|| per output row, weights left as they are",
+     "per output row"}};
 }  // namespace
+
+nlohmann::json method_catalog() {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : kMethods)
+    list.push_back({{"name", e.name},
+                    {"summary", e.summary},
+                    {"patterns", {{"unstructured", e.unstructured}, {"n_m", "per group of M consecutive inputs"}}},
+                    {"options", e.options()}});
+  return list;
+}
 
 std::vector<std::string> method_names() {
   std::vector<std::string> names;

@@ -162,7 +162,7 @@ def main():
     for f in sorted((ROOT / "configs").glob("*.json")):
         put("recipe", f.name, f.read_bytes())
     put("recipe", "overrides.json", json.dumps({
-        "method": "sparsegpt", "pattern": "2:4", "refine": "pcg", "pcg_iterations": 5, "options": {"lambda": 0.01},
+        "method": "sparsegpt", "pattern": "2:4", "refine": "pcg", "refine_iterations": 5, "options": {"lambda": 0.01},
         "calibration": {"source": "wikitext2", "nsamples": 4, "seqlen": 64, "seed": 3},
         "skip": ["*.lm_head"], "overrides": [{"match": "model.layers.[0-3].*", "sparsity": 0.5, "method": "wanda",
                                               "options": {}}, {"match": "*q_proj", "skip": True}],

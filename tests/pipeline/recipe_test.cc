@@ -12,7 +12,7 @@ using nlohmann::json;
 
 TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
   const json j = json::parse(R"({
-    "method": "sparsegpt", "sparsity": 0.6, "refine": "pcg", "pcg_iterations": 20,
+    "method": "sparsegpt", "sparsity": 0.6, "refine": "pcg", "refine_iterations": 20,
     "options": {"blocksize": 64},
     "calibration": {"source": "file.txt", "nsamples": 16, "seqlen": 256, "seed": 3},
     "skip": ["*.lm_head"], "overrides": [{"match": "*.mlp.*", "pattern": "2:4"}],
@@ -20,7 +20,7 @@ TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
   const Recipe r = recipe_from_json(j, "test");
   EXPECT_EQ(r.method, "sparsegpt");
   EXPECT_EQ(r.pattern, "0.6");
-  EXPECT_EQ(r.pcg_iterations, 20);
+  EXPECT_EQ(r.refine_iterations, 20);
   EXPECT_EQ(r.nsamples, 16);
   EXPECT_EQ(r.seed, 3u);
   EXPECT_EQ(r.overrides.size(), 1u);
@@ -43,6 +43,9 @@ TEST(Recipe, RejectsUnknownKeysAndWrongTypesNamingThem) {
   EXPECT_NE(message(R"({"batch_size": "big"})").find("key \"batch_size\" must be an integer"), std::string::npos);
   EXPECT_NE(message(R"({"sparsity": 0.5, "pattern": "2:4"})").find("not both"), std::string::npos);
   EXPECT_NE(message(R"({"overrides": [{"sparsity": 0.5}]})").find("overrides[0]: needs a string \"match\""),
+            std::string::npos);
+  // The old name of refine_iterations, which ALPS's own option shares: a pointed message, not "unknown key".
+  EXPECT_NE(message(R"({"pcg_iterations": 5})").find("\"pcg_iterations\" is now \"refine_iterations\""),
             std::string::npos);
 }
 

@@ -187,5 +187,23 @@ TEST(SolveLayerCli, GramThatIsNotPositiveSemidefiniteIsRefused) {
   }
 }
 
+TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
+  const auto json = run_cli({"methods", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto doc = nlohmann::json::parse(json.out);
+  ASSERT_EQ(doc.size(), 5u);
+  const auto text = run_cli({"methods", "alps"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("alps: ADMM"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rho0              0.1"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("sparsegpt"), std::string::npos) << text.out;
+  EXPECT_EQ(run_cli({"methods", "obs"}).exit_code, 2);
+  // prune's --help shows the recipe's live defaults next to each knob.
+  const auto help = run_cli({"prune", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const char* shown : {"sparsegpt,wanda}=alps", ">= 1=128", ">= 2=2048", "{compute,cpu}=compute"})
+    EXPECT_NE(help.out.find(shown), std::string::npos) << shown << "\n" << help.out;
+}
+
 }  // namespace
 }  // namespace alps::prune

@@ -2,10 +2,12 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
 #include "alps/prune/method.h"
+#include "alps/prune/methods/alps_admm.h"
 #include "alps/prune/methods/dsnot.h"
 #include "alps/prune/methods/wanda.h"
 #include "alps/prune/problem.h"
@@ -169,6 +171,42 @@ TEST(Dsnot, EverySwapShrinksTheRowsExpectedOutputErrorAndTheLayerErrorDoesNotGro
   }
 }
 
+// The catalog `alps methods` prints is the parser's own table: every listed option, at its listed default, is accepted;
+// a changed value takes effect in the parse (not silently dropped); nothing else is.
+TEST(MethodCatalog, ListsEveryMethodWithOptionsItsParserAccepts) {
+  const nlohmann::json catalog = method_catalog();
+  std::vector<std::string> names;
+  for (const auto& m : catalog) names.push_back(m.at("name"));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, method_names());
+  for (const auto& m : catalog) {
+    const std::string name = m.at("name");
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(m.at("summary").get<std::string>().empty());
+    nlohmann::json defaults = nlohmann::json::object();
+    for (const auto& o : m.at("options")) {
+      EXPECT_FALSE(o.at("help").get<std::string>().empty()) << o.at("name");
+      defaults[o.at("name").get<std::string>()] = o.at("default");
+    }
+    EXPECT_NO_THROW(make_method(name, defaults));
+    EXPECT_THROW(make_method(name, {{"no_such_option", 1}}), Error);
+  }
+  // A listed option is read into the field it names (a wrong type there is an error naming it).
+  for (const auto& m : catalog)
+    for (const auto& o : m.at("options")) {
+      const std::string key = o.at("name");
+      const nlohmann::json wrong = o.at("type") == "string" ? nlohmann::json(3) : nlohmann::json("text");
+      try {
+        make_method(m.at("name").get<std::string>(), {{key, wrong}});
+        ADD_FAILURE() << m.at("name") << " accepted " << key << " = " << wrong;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("\"" + key + "\""), std::string::npos) << e.what();
+      }
+    }
+  EXPECT_EQ(alps_options_from_json({{"rho0", 0.25}}).rho0, 0.25);
+  EXPECT_EQ(dsnot_options_from_json({{"max_cycles", 7}}).max_cycles, 7);
+}
+
 TEST(Methods, RunOnTheDeviceOfTheInputs_CUDA) {
   LayerProblem cpu = make_synthetic_problem(test::small_options(8, 32, 64, 400));
   cpu.name = "self_attn.q_proj";
@@ -182,9 +220,10 @@ TEST(Methods, RunOnTheDeviceOfTheInputs_CUDA) {
       at::Tensor W = make_method(name, {})->solve(gpu, pattern).W;
       EXPECT_TRUE(W.is_cuda());
       EXPECT_TRUE(satisfies(W, pattern));
-      // Same problem, other device: same quality up to floating-point differences of the kernels.
-      EXPECT_NEAR(relative_error(gpu, W), relative_error(cpu, make_method(name, {})->solve(cpu, pattern).W),
-                  0.05 * relative_error(cpu, make_method(name, {})->solve(cpu, pattern).W));
+      // Same problem, other device, fp32 on both (TF32 off): the kernels' rounding differs, the supports and the
+      // objective must not (to 1e-4 relative; a flipped near-tie in a mask moves it by far less).
+      const double on_cpu = relative_error(cpu, make_method(name, {})->solve(cpu, pattern).W);
+      EXPECT_NEAR(relative_error(gpu, W), on_cpu, 1e-4 * on_cpu);
     }
   }
 }

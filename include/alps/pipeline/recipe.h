@@ -24,7 +24,7 @@ struct Recipe {
   std::string method = "alps";
   std::string pattern;  ///< "0.7" (unstructured sparsity) or "N:M"; required
   std::string refine = "none";
-  int64_t pcg_iterations = 10;
+  int64_t refine_iterations = 10;  ///< PCG iterations of refine "pcg" (ALPS's own refit is its option)
   nlohmann::json options = nlohmann::json::object();  ///< method constants (make_method options)
   std::string calib = "c4";
   int64_t nsamples = 128;

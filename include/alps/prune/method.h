@@ -38,5 +38,8 @@ using MethodFactory = std::unique_ptr<Method> (*)(const nlohmann::json& options)
 std::unique_ptr<Method> make_method(std::string_view name, const nlohmann::json& options);
 /// Known method names, sorted.
 std::vector<std::string> method_names();
+/// Every method as [{name, summary, patterns: {unstructured, n_m}, options: [{name, type, default, help}]}], from the
+/// same table make_method() reads: what `alps methods` prints.
+nlohmann::json method_catalog();
 
 }  // namespace alps::prune

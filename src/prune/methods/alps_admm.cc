@@ -11,37 +11,53 @@
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
 #include "alps/core/log.h"
-#include "alps/io/json_fields.h"
+#include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
 namespace alps::prune {
 
-AlpsOptions alps_options_from_json(const nlohmann::json& j) {
-  AlpsOptions o;
-  io::JsonFields r(j, "method \'alps\' options", "option");
-  r.read("damp", o.damp);
-  r.read("rho0", o.rho0);
-  r.read("max_iterations", o.max_iterations);
-  r.read("check_every", o.check_every);
-  r.read("grow_fast", o.grow_fast);
-  r.read("grow_mid", o.grow_mid);
-  r.read("grow_slow", o.grow_slow);
-  r.read("fast_fraction", o.fast_fraction);
-  r.read("mid_fraction", o.mid_fraction);
-  r.read("shrink", o.shrink);
-  r.read("restart", o.restart);
-  r.read("rho_max", o.rho_max);
-  r.read("late_iteration", o.late_iteration);
-  r.read("late_fraction", o.late_fraction);
-  r.read("pcg_iterations", o.pcg_iterations);
-  r.read("pcg_tolerance", o.pcg_tolerance);
-  r.read("eigh_double", o.eigh_double);
-  r.read("b_update", o.b_update);
-  r.read("fused", o.fused);
-  r.finish();
-  return o;
+namespace {
+const io::OptionTable<AlpsOptions>& alps_options() {
+  using O = AlpsOptions;
+  static const auto table =
+      io::OptionTable<O>()
+          .add("damp", &O::damp, "lambda = damp * mean(diag G), added to G's diagonal")
+          .add("rho0", &O::rho0, "initial ADMM penalty rho")
+          .add("max_iterations", &O::max_iterations, "ADMM iterations at most")
+          .add("check_every", &O::check_every, "iterations between support-change checks of the rho schedule")
+          .add("grow_fast", &O::grow_fast, "rho factor when s_t >= fast_fraction * k supports changed")
+          .add("grow_mid", &O::grow_mid, "rho factor when s_t >= mid_fraction * k")
+          .add("grow_slow", &O::grow_slow, "rho factor when s_t >= 1")
+          .add("fast_fraction", &O::fast_fraction, "threshold of grow_fast, as a fraction of the kept weights k")
+          .add("mid_fraction", &O::mid_fraction, "threshold of grow_mid, as a fraction of k")
+          .add("shrink", &O::shrink, "before rho first grows, a support that barely changes divides rho by this")
+          .add("restart", &O::restart, "... and, when some entries still change, restarts from B0, D0, V = 0")
+          .add("rho_max", &O::rho_max, "cap on rho")
+          .add("late_iteration", &O::late_iteration,
+               "from this (0-based) iteration on, s_t < late_fraction * k also stops the ADMM")
+          .add("late_fraction", &O::late_fraction, "threshold of late_iteration, as a fraction of k")
+          .add("pcg_iterations", &O::pcg_iterations,
+               "iterations of ALPS's own masked PCG refit after the ADMM (0: none); --refine pcg adds another")
+          .add("pcg_tolerance", &O::pcg_tolerance, "relative masked-residual tolerance of that refit")
+          .add("eigh_double", &O::eigh_double,
+               "eigendecomposition of Hn in fp64 (the reference's precision) instead of fp32; the ADMM uses it only "
+               "inside (Hn + rho I)^-1 and the refit works with Hn itself")
+          .add("b_update", &O::b_update,
+               "eigenbasis: B = Q (Q^T R / (L + rho)), two products per iteration; explicit: (Hn + rho I)^-1 formed "
+               "once per rho, one product per iteration; auto: the cheaper for the layer's shape")
+          .add("fused", &O::fused,
+               "CPU fp32: an iteration's vector work (projection, dual update, right-hand side; PCG's updates) in "
+               "fused passes; false runs the same arithmetic as ATen operations, as on other devices");
+  return table;
 }
+}  // namespace
+
+AlpsOptions alps_options_from_json(const nlohmann::json& j) {
+  return alps_options().read(j, "method 'alps' options");
+}
+
+nlohmann::json alps_option_list() { return alps_options().describe(); }
 
 RhoSchedule::RhoSchedule(const AlpsOptions& options) : o_(options), rho_(options.rho0) {}
 

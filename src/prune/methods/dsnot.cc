@@ -5,22 +5,32 @@
 #include <algorithm>
 
 #include "alps/core/error.h"
-#include "alps/io/json_fields.h"
+#include "alps/io/option_table.h"
 #include "alps/prune/methods/wanda.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
 namespace alps::prune {
 
-DsnotOptions dsnot_options_from_json(const nlohmann::json& j) {
-  DsnotOptions o;
-  io::JsonFields r(j, "method \'dsnot\' options", "option");
-  r.read("max_cycles", o.max_cycles);
-  r.read("update_threshold", o.update_threshold);
-  r.read("skip_layer", o.skip_layer);
-  r.finish();
-  return o;
+namespace {
+const io::OptionTable<DsnotOptions>& dsnot_options() {
+  using O = DsnotOptions;
+  static const auto table =
+      io::OptionTable<O>()
+          .add("max_cycles", &O::max_cycles, "swap cycles per row at most")
+          .add("update_threshold", &O::update_threshold,
+               "a row stops once its expected output change |e| <= this (absolute, as in the reference)")
+          .add("skip_layer", &O::skip_layer,
+               "mlp: MLP linears (mlp., fc1, fc2) keep Wanda's result, as in the reference; none: refine every linear");
+  return table;
 }
+}  // namespace
+
+DsnotOptions dsnot_options_from_json(const nlohmann::json& j) {
+  return dsnot_options().read(j, "method 'dsnot' options");
+}
+
+nlohmann::json dsnot_option_list() { return dsnot_options().describe(); }
 
 bool is_mlp_layer(const std::string& name) {
   return name.find("mlp.") != std::string::npos || name.find("fc1") != std::string::npos ||

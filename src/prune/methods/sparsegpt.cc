@@ -6,20 +6,28 @@
 
 #include "../mask.h"
 #include "alps/core/error.h"
-#include "alps/io/json_fields.h"
+#include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 
 namespace alps::prune {
 
-SparseGptOptions sparsegpt_options_from_json(const nlohmann::json& j) {
-  SparseGptOptions o;
-  io::JsonFields r(j, "method \'sparsegpt\' options", "option");
-  r.read("blocksize", o.blocksize);
-  r.read("damp", o.damp);
-  r.finish();
-  return o;
+namespace {
+const io::OptionTable<SparseGptOptions>& sparsegpt_options() {
+  using O = SparseGptOptions;
+  static const auto table =
+      io::OptionTable<O>()
+          .add("blocksize", &O::blocksize, "columns per lazy-update block; the unstructured mask is chosen per block")
+          .add("damp", &O::damp, "lambda = damp * mean(diag H), added to H's diagonal (the reference's percdamp)");
+  return table;
 }
+}  // namespace
+
+SparseGptOptions sparsegpt_options_from_json(const nlohmann::json& j) {
+  return sparsegpt_options().read(j, "method 'sparsegpt' options");
+}
+
+nlohmann::json sparsegpt_option_list() { return sparsegpt_options().describe(); }
 
 SparseGpt::SparseGpt(SparseGptOptions options) : options_(options) {
   ALPS_CHECK(options_.blocksize >= 1, "sparsegpt: blocksize must be >= 1, got ", options_.blocksize);

@@ -10,13 +10,16 @@
 
 namespace alps::prune {
 
+/// DSnoT's constants; their meaning is declared once, in the option table (dsnot_option_list()).
 struct DsnotOptions {
-  int64_t max_cycles = 50;          ///< swap cycles per row at most
-  double update_threshold = 0.1;    ///< a row stops once |e| <= this (absolute, as in the reference)
-  std::string skip_layer = "mlp";   ///< "mlp": MLP linears (mlp., fc1, fc2) keep Wanda's result; "none": refine all
+  int64_t max_cycles = 50;
+  double update_threshold = 0.1;
+  std::string skip_layer = "mlp";
 };
-/// Keys: max_cycles, update_threshold, skip_layer ("mlp" | "none"); anything else is an error.
+/// Reads an options object (keys: the table's names; anything else is an error).
 DsnotOptions dsnot_options_from_json(const nlohmann::json& j);
+/// The option table as [{name, type, default, help}].
+nlohmann::json dsnot_option_list();
 
 /// True for names of MLP linears (containing "mlp.", "fc1" or "fc2").
 bool is_mlp_layer(const std::string& name);

@@ -8,12 +8,15 @@
 
 namespace alps::prune {
 
+/// SparseGPT's constants; their meaning is declared once, in the option table (sparsegpt_option_list()).
 struct SparseGptOptions {
-  int64_t blocksize = 128;  ///< columns per lazy-update block; the unstructured mask is chosen per block
-  double damp = 0.01;       ///< lambda = damp * mean(diag H) ("percdamp")
+  int64_t blocksize = 128;
+  double damp = 0.01;
 };
-/// Keys: blocksize, damp; anything else is an error.
+/// Reads an options object (keys: the table's names; anything else is an error).
 SparseGptOptions sparsegpt_options_from_json(const nlohmann::json& j);
+/// The option table as [{name, type, default, help}].
+nlohmann::json sparsegpt_option_list();
 
 class SparseGpt final : public Method {
  public:
