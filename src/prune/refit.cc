@@ -7,6 +7,7 @@
 #include "alps/core/error.h"
 #include "alps/prune/problem.h"
 #include "pcg.h"
+#include "scaled_problem.h"
 
 namespace alps::prune {
 
@@ -27,25 +28,12 @@ std::string_view refine_name(Refine r) {
 }
 
 namespace {
-// H = G + lambda I in fp64, lambda = damp * mean(diag G).
-at::Tensor damped_gram(const LayerProblem& p, double damp) {
-  at::Tensor H = p.G.to(at::kDouble).clone();
-  if (damp > 0) H.diagonal().add_(damp * H.diagonal().mean().item<double>());
-  return H;
-}
+using detail::damped_gram;
 
 at::Tensor refit_pcg(const LayerProblem& p, const at::Tensor& W, const PcgOptions& o) {
-  at::Tensor H = damped_gram(p, o.damp);
-  at::Tensor d = H.diagonal().sqrt() + 1e-8;                                  // [in]
-  at::Tensor Hn = (H / d.unsqueeze(1) / d.unsqueeze(0)).to(at::kFloat);       // [in, in], unit diagonal
-  at::Tensor d32 = d.to(at::kFloat).unsqueeze(1);                             // [in, 1]
-  // Contiguous [in, out] operands (see alps_admm.cc): transposed views would make every CG pass strided.
-  at::Tensor B0 = (p.W0.to(at::kFloat).t() * d32).contiguous();               // [in, out]
-  at::Tensor Y = Hn.matmul(B0);
+  const detail::ScaledProblem s = detail::scale_problem(p, o.damp);
   at::Tensor keep = W.ne(0).t().to(at::kFloat).contiguous();                  // [in, out]
-  at::Tensor B = (W.to(at::kFloat).t() * d32).contiguous();
-  B = detail::pcg_masked(Hn, Y, keep, B, o.iterations, o.tolerance).B;
-  return (B / d32).t().contiguous();
+  return s.unscaled(detail::pcg_masked(s.Hn, s.Y, keep, s.scaled(W), o.iterations, o.tolerance).B);
 }
 
 // One normal-equation solve per row on its own support S: H[S,S] w_S = (W0 H)[S] (the gradient of

@@ -8,6 +8,7 @@
 
 #include "../admm_iterates.h"
 #include "../pcg.h"
+#include "../scaled_problem.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
 #include "alps/core/log.h"
@@ -106,24 +107,16 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     sol.W = problem.W0.to(at::kFloat).clone();
     return sol;
   }
-  // Scaling (docs/algorithms.md), fp64 as the reference: lambda = damp * mean(diag G), Hn = D^-1 H D^-1.
-  at::Tensor H = problem.G.to(at::kDouble).clone();                          // [in, in]
-  H.diagonal().add_(o.damp * H.diagonal().mean().item<double>());
-  at::Tensor d64 = H.diagonal().sqrt() + 1e-8;                               // [in]
-  at::Tensor Hn64 = H / d64.unsqueeze(1) / d64.unsqueeze(0);
-  at::Tensor Hn = Hn64.to(at::kFloat);
+  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous.
+  detail::ScaledProblem s = detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double);
+  const at::Tensor &Hn = s.Hn, &B0 = s.B0, &Y = s.Y;
   // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
   const auto t0 = std::chrono::steady_clock::now();
-  auto [L_, Q_] = symmetric_eigh(o.eigh_double ? Hn64 : Hn);
+  auto [L_, Q_] = symmetric_eigh(o.eigh_double ? s.Hn64 : Hn);
+  s.Hn64.reset();
   sol.factorizations = 1;
   const double eigh_seconds = seconds_since(t0);
   at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(0);  // L: [1, in]
-  at::Tensor d = d64.to(at::kFloat).unsqueeze(1);                            // [in, 1]
-
-  // Contiguous [in, out]: W0^T * d would inherit W0's transposed strides, and so would every buffer cloned from it,
-  // making each elementwise pass strided and each mm_out into B a product into a temporary plus a copy.
-  at::Tensor B0 = (problem.W0.to(at::kFloat).t() * d).contiguous();          // [in, out], B0 = D W0^T
-  at::Tensor Y = Hn.matmul(B0);                                              // [in, out]
   const int64_t in = problem.cols(), out = problem.rows();
   const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
   auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
@@ -198,7 +191,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
                 "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",
                 eigh_seconds, it, admm_seconds, explicit_inverse ? "explicit inverse" : "eigenbasis", t_update,
                 t_project, rho, refit.iterations, seconds_since(t0) - eigh_seconds - admm_seconds);
-  sol.W = (refit.B / d).t().contiguous();
+  sol.W = s.unscaled(refit.B);
   return sol;
 }
 
