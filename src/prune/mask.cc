@@ -4,22 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <numeric>
-#include <vector>
+
+#include "kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
 
 namespace {
-// N:M on the CPU straight on the fp32 score, which ALPS passes as a transposed view of its [in, out] iterates.
-at::Tensor keep_mask_groups_cpu(const at::Tensor& score, int64_t n, int64_t m) {
-  at::Tensor keep = at::empty_like(score, score.options().dtype(at::kBool));
-  keep_top_n_of_m<false>(score.data_ptr<float>(), score.stride(0), score.stride(1), keep.data_ptr<bool>(),
-                         keep.stride(0), keep.stride(1), score.size(0), score.size(1), n, m);
-  return keep;
-}
-
 // N:M: top-N per group of M consecutive columns of each row.
 at::Tensor keep_mask_groups(const at::Tensor& score, const Pattern& pattern) {
   const int64_t out = score.size(0), in = score.size(1), m = pattern.m(), n = pattern.n();
@@ -30,9 +20,7 @@ at::Tensor keep_mask_groups(const at::Tensor& score, const Pattern& pattern) {
   if (n > 0) keep.scatter_(2, std::get<1>(grouped.topk(n, 2)), true);
   return keep.reshape({out, in});
 }
-}  // namespace
 
-namespace {
 // Exact selection through a band around a sampled quantile: everything below the band is pruned, everything
 // above kept, and only the (small) band goes through topk. Returns an undefined tensor when the sample missed
 // (the band does not contain the cut), and the caller falls back to a full topk.
@@ -63,23 +51,6 @@ at::Tensor keep_largest_banded(const at::Tensor& flat, int64_t zeros) {
   return keep;
 }
 
-// CPU exact selection by radix select on the order-preserving keys (find_cut): three linear passes instead of a
-// sort or topk. Keys below the cut are pruned, and of the keys equal to it the first ones in memory order, so
-// exactly `zeros` go.
-at::Tensor keep_largest_cpu(const at::Tensor& score, int64_t zeros) {
-  at::Tensor flat = score.contiguous();
-  const int64_t numel = flat.numel();
-  const float* z = flat.data_ptr<float>();
-  std::vector<int64_t> hist(65536, 0);
-  for (int64_t i = 0; i < numel; ++i) ++hist[float_key(z[i]) >> 16];
-  auto key_at = [z](int64_t i) { return float_key(z[i]); };
-  const KeyCut cut = find_cut(hist, numel, zeros, key_at);
-  at::Tensor keep = at::empty(score.sizes(), score.options().dtype(at::kBool));
-  bool* k = keep.data_ptr<bool>();
-  for (int64_t i = 0; i < numel; ++i) k[i] = key_at(i) >= cut.key;
-  prune_ties(k, numel, cut, key_at);
-  return keep;
-}
 }  // namespace
 
 at::Tensor keep_largest(const at::Tensor& score, int64_t zeros) {

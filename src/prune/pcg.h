@@ -6,6 +6,20 @@
 
 namespace alps::prune::detail {
 
+// One CG step per column j of the [in, out] iterates, given AP = Hn P:
+//   alpha_j = rz_j / (p_j . Ap_j);  b_j += alpha_j p_j;  r_j = (r_j - alpha_j Ap_j) on the support
+//   rz'_j = r_j . r_j;  beta_j = rz'_j / rz_j;  p_j = r_j + beta_j p_j
+// Column j of a row-major [in, out] matrix is strided, so each dot product is accumulated row by row into
+// per-column sums.
+class CgVectors {
+ public:
+  virtual ~CgVectors() = default;
+  /// Updates B and R with alpha from AP; returns sum_j rz'_j.
+  virtual double step(at::Tensor& B, at::Tensor& R, const at::Tensor& P, const at::Tensor& AP) = 0;
+  /// P = R + beta P.
+  virtual void next_direction(at::Tensor& P, const at::Tensor& R) = 0;
+};
+
 struct PcgResult {
   at::Tensor B;            ///< [in, out]
   int64_t iterations = 0;  ///< CG iterations run
