@@ -382,7 +382,7 @@ class PruneRun {
     prune::LayerProblem problem;
     problem.W0 = W0.to(device_, at::kFloat);
     problem.G = s.gram().to(device_, at::kFloat);
-    problem.mean = s.mean();
+    problem.mean = s.mean().to(device_);
     problem.tokens = s.tokens();
     problem.name = lj.name;
     problem.gram_checked = checked_grams_.count(&s) > 0;
