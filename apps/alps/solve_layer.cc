@@ -55,13 +55,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
                         {"pattern", pattern.str()},
                         {"device", device.str()},
                         {"seconds", seconds}};
-  if (a.method == "alps") {
-    doc["iterations"] = sol.iterations;
-    doc["rho"] = sol.rho;
-    doc["pcg_iterations"] = sol.refit_iterations;
-  } else if (a.method == "dsnot") {
-    doc["iterations"] = sol.iterations;
-  }
+  doc.update(sol.stats);  // the method's own numbers (ALPS: iterations, rho, ...; DSnoT: cycles)
   doc["refine"] = std::string(prune::refine_name(refine));
   if (refine != prune::Refine::kNone) {
     doc["refine_seconds"] = res.refine_seconds;
@@ -82,8 +76,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
     spdlog::info("{} {} on {} [{} x {}]: sparsity {:.4f}, rel_error {:.6g}, {:.3f} s", doc["method"].get<std::string>(),
                  pattern.str(), a.problem, problem.rows(), problem.cols(), doc["sparsity"].get<double>(),
                  doc["rel_error"].get<double>(), seconds);
-    if (doc.contains("iterations"))
-      spdlog::info("iterations {}, rho {}", doc["iterations"].get<int64_t>(), sol.rho);
+    if (!sol.stats.empty()) spdlog::info("{}", prune::stats_text(sol.stats));
     if (refine != prune::Refine::kNone)
       spdlog::info("refine {}: rel_error {:.6g} -> {:.6g}, {:.3f} s", a.refine, err, doc["rel_error"].get<double>(),
                    doc["refine_seconds"].get<double>());

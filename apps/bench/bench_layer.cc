@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
                           {"alps_options", a.alps_options},
                           {"config", at::show_config()},
                           {"runs", nlohmann::json::array()}};
-    std::printf("| shape (out x in) | pattern | method | rel_error | seconds | refine seconds | ALPS iterations |\n");
+    std::printf("| shape (out x in) | pattern | method | rel_error | seconds | refine seconds | method's stats |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
     for (const auto& shape : a.shapes) {
       const auto x = shape.find('x');
@@ -150,21 +150,16 @@ int main(int argc, char** argv) {
             alps::prune::LayerResult r = run_one(problem, pattern, label, a.alps_options);
             if (rep == 0 || r.seconds + r.refine_seconds < best.seconds + best.refine_seconds) best = r;
           }
-          const bool alps = label == "alps";
           const double rel_error = best.rel_error_refined.value_or(best.rel_error);  // of the final weights
           std::printf("| %s | %s | %s | %.4e | %.3f | %.3f | %s |\n", shape.c_str(), pattern.str().c_str(),
                       label.c_str(), rel_error, best.seconds, best.refine_seconds,
-                      alps ? std::to_string(best.solution.iterations).c_str() : "");
+                      alps::prune::stats_text(best.solution.stats).c_str());
           std::fflush(stdout);
           nlohmann::json run = {{"shape", shape},          {"rows", o.out},
                                 {"cols", o.in},            {"pattern", pattern.str()},
                                 {"method", label},         {"rel_error", rel_error},
                                 {"seconds", best.seconds}, {"refine_seconds", best.refine_seconds}};
-          if (alps) {
-            run["iterations"] = best.solution.iterations;
-            run["rho"] = best.solution.rho;
-            run["pcg_iterations"] = best.solution.refit_iterations;
-          }
+          run.update(best.solution.stats);
           doc["runs"].push_back(run);
         }
       }

@@ -401,10 +401,7 @@ class PruneRun {
       lr.refine_seconds = res.refine_seconds;
       lr.rel_error_refined = res.rel_error_refined;
       lr.sparsity = res.sparsity;
-      if (lj.plan.method == "alps") {
-        lr.iterations = res.solution.iterations;
-        lr.rho = res.solution.rho;
-      }
+      lr.stats = res.solution.stats;
       m_.set_tensor(lj.weight, res.W);
     } catch (const Error& e) {
       ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
@@ -415,7 +412,7 @@ class PruneRun {
     spdlog::info("block {}/{} {}: {} {} sparsity {:.3f} err {:.4e}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear,
                  lr.method, lr.pattern, lr.sparsity, lr.rel_error,
                  lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
-                 lr.seconds, lr.iterations ? fmt::format(", {} iterations, rho {:.3g}", *lr.iterations, *lr.rho) : "");
+                 lr.seconds, lr.stats.empty() ? "" : ", " + prune::stats_text(lr.stats));
     return lr;
   }
 

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "alps/core/error.h"
@@ -18,6 +20,15 @@ double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_poin
   return seconds_since(start);
 }
 }  // namespace
+
+std::string stats_text(const nlohmann::json& stats) {
+  std::string text;
+  for (const auto& [key, value] : stats.items()) {
+    const std::string v = value.is_number_float() ? fmt::format("{:.3g}", value.get<double>()) : value.dump();
+    text += (text.empty() ? "" : ", ") + key + " " + v;
+  }
+  return text;
+}
 
 LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
                         const PcgOptions& pcg, const std::string& source) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "alps/core/build_info.h"
@@ -24,8 +25,7 @@ json to_json(const LayerReport& r) {
             {"seconds", r.seconds},
             {"refine_seconds", r.refine_seconds}});
   j["rel_error_refined"] = r.rel_error_refined ? json(*r.rel_error_refined) : json(nullptr);
-  if (r.iterations) j["iterations"] = *r.iterations;
-  if (r.rho) j["rho"] = *r.rho;
+  for (const auto& [key, value] : r.stats.items()) j.emplace(key, value);  // never over a field above
   return j;
 }
 
@@ -44,8 +44,11 @@ LayerReport layer_from_json(const json& j) {
   r.seconds = j.at("seconds");
   r.refine_seconds = j.at("refine_seconds");
   if (!j.at("rel_error_refined").is_null()) r.rel_error_refined = j.at("rel_error_refined").get<double>();
-  if (j.contains("iterations")) r.iterations = j["iterations"].get<int64_t>();
-  if (j.contains("rho")) r.rho = j["rho"].get<double>();
+  static const std::set<std::string> fields = {"block", "name", "shape", "skipped", "method", "pattern", "refine",
+                                               "sparsity", "rel_error", "seconds", "refine_seconds",
+                                               "rel_error_refined"};
+  for (const auto& [key, value] : j.items())
+    if (!fields.count(key)) r.stats[key] = value;
   return r;
 }
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,11 +17,11 @@ class Pattern;
 
 /// A method's result.
 struct Solution {
-  at::Tensor W;                ///< [out, in], fp32, on the device of the problem, support allowed by the pattern
-  int64_t iterations = 0;      ///< ADMM iterations (ALPS), swap cycles (DSnoT), 0 otherwise
-  double rho = 0;              ///< final ADMM penalty (ALPS)
-  int64_t factorizations = 0;  ///< eigendecompositions / Cholesky factorisations of the Gram matrix performed
-  int64_t refit_iterations = 0;  ///< PCG iterations of the method's own refit (ALPS)
+  at::Tensor W;  ///< [out, in], fp32, on the device of the problem, support allowed by the pattern
+  /// What the method says about how it got W, as named numbers (ALPS: iterations, rho, refit_iterations,
+  /// factorizations; DSnoT: cycles; SparseGPT: factorizations). Reports, `solve-layer` and the layer benchmark print
+  /// them without knowing the method.
+  nlohmann::json stats = nlohmann::json::object();
 };
 
 class Method {
@@ -31,6 +31,9 @@ class Method {
   /// Returns W whose support is allowed by `pattern`; never modifies `problem`.
   virtual Solution solve(const LayerProblem& problem, const Pattern& pattern) const = 0;
 };
+
+/// Solution::stats on one line: "iterations 33, rho 0.717" (integers as they are, other numbers to 3 digits).
+std::string stats_text(const nlohmann::json& stats);
 
 using MethodFactory = std::unique_ptr<Method> (*)(const nlohmann::json& options);
 

@@ -23,8 +23,9 @@ struct LayerReport {
   std::optional<double> rel_error_refined;   ///< after the refit, when one ran
   double seconds = 0;                        ///< method solve
   double refine_seconds = 0;
-  std::optional<int64_t> iterations;         ///< ALPS ADMM iterations
-  std::optional<double> rho;                 ///< ALPS final rho
+  /// The method's own numbers (Solution::stats: ALPS's iterations and rho, DSnoT's cycles, ...), stored beside the
+  /// fields above in the layer's JSON.
+  nlohmann::json stats = nlohmann::json::object();
 };
 
 struct RunReport {

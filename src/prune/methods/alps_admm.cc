@@ -114,7 +114,6 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   const auto t0 = std::chrono::steady_clock::now();
   auto [L_, Q_] = symmetric_eigh(o.eigh_double ? s.Hn64 : Hn);
   s.Hn64.reset();
-  sol.factorizations = 1;
   const double eigh_seconds = seconds_since(t0);
   at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(0);  // L: [1, in]
   const int64_t in = problem.cols(), out = problem.rows();
@@ -179,14 +178,12 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     }
     if (action == RhoSchedule::Action::kRestart) iterates->restart();
   }
-  sol.iterations = it;
-  sol.rho = rho;
   const double admm_seconds = seconds_since(t0) - eigh_seconds;
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
   at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
   auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused);
-  sol.refit_iterations = refit.iterations;
+  sol.stats = {{"iterations", it}, {"rho", rho}, {"refit_iterations", refit.iterations}, {"factorizations", 1}};
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
                 "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",
                 eigh_seconds, it, admm_seconds, explicit_inverse ? "explicit inverse" : "eigenbasis", t_update,

@@ -127,7 +127,7 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
     keep.index_put_({rows, p}, gather1(keep, p) & active.logical_not());
     e = at::where(active, after, e);
   }
-  sol.iterations = cycle;
+  sol.stats["cycles"] = cycle;
   sol.W = W0 * keep;
   return sol;
 }

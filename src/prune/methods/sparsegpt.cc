@@ -89,7 +89,7 @@ Solution SparseGpt::solve(const LayerProblem& problem, const Pattern& pattern) c
   }
   Solution s;
   s.W = W;
-  s.factorizations = 1;
+  s.stats["factorizations"] = 1;
   return s;
 }
 
