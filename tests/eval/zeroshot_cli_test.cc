@@ -13,12 +13,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path stories() { return test::data_dir() / "models" / "stories260K-hf"; }
+fs::path stories() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 
 TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
   const auto r = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte,lambada_openai", "--limit", "6",
-                                "--batch-size", "4", "--json", "--log-samples", (tmp / "s.jsonl").string()});
+                                "--batch-size", "4", "--json", "--log-samples", (tmp / "s.jsonl").string()},
+                               test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_TRUE(doc["results"].empty()) << "no perplexity without --ppl";
@@ -53,22 +55,24 @@ TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
   // The log is not replaced unless asked: refused before any scoring, the file left as it was.
   const std::string log = test::slurp(tmp / "s.jsonl");
   const auto again = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
-                                    "--log-samples", (tmp / "s.jsonl").string()});
+                                    "--log-samples", (tmp / "s.jsonl").string()}, test::with_data_dir());
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
   EXPECT_EQ(again.err.find("requests"), std::string::npos) << "refused before scoring:\n" << again.err;
   EXPECT_TRUE(test::slurp(tmp / "s.jsonl") == log);
   const auto replaced = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
-                                       "--log-samples", (tmp / "s.jsonl").string(), "--overwrite"});
+                                       "--log-samples", (tmp / "s.jsonl").string(), "--overwrite"},
+                                      test::with_data_dir());
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
   const std::string relog = test::slurp(tmp / "s.jsonl");
   EXPECT_EQ(std::count(relog.begin(), relog.end(), '\n'), 4);
 }
 
 TEST(ZeroShotCli, TableWithPerplexityInOneRun) {
-  const fs::path sample = test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
+  ALPS_REQUIRE_DATA("eval");
+  const fs::path sample = test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
   const auto r = test::run_cli({"eval", "--model", stories().string(), "--ppl", sample.string(), "--seqlen", "128",
-                                "--tasks", "winogrande", "--limit", "4"});
+                                "--tasks", "winogrande", "--limit", "4"}, test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("|Tasks     |Version|Filter|n-shot|  Metric  |"), std::string::npos) << r.out;
@@ -76,6 +80,7 @@ TEST(ZeroShotCli, TableWithPerplexityInOneRun) {
 }
 
 TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
   fs::create_directories(tmp / "data" / "rte");
   std::ofstream(tmp / "data" / "rte" / "rte_validation.jsonl.gz")  // a plain file is read even under a .gz name
@@ -85,7 +90,7 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {"eval", "--model", stories().string(), "--json"};
     a.insert(a.end(), extra.begin(), extra.end());
-    return test::run_cli(a);
+    return test::run_cli(a, test::with_data_dir());
   };
   const auto own = run({"--tasks", "rte", "--task-data", (tmp / "data").string()});
   ASSERT_EQ(own.exit_code, 0) << own.err;
@@ -110,11 +115,12 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
 }
 
 TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
-  const std::string calib = (test::data_dir() / "text/tinystories/tinystories.train.txt").string();
+  const std::string calib = (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string();
   const auto r = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "out").string(), "--calib",
                                 calib, "--nsamples", "4", "--seqlen", "64", "--method", "magnitude", "--sparsity",
-                                "0.5", "--device", "cpu", "--eval", "rte", "--json"});
+                                "0.5", "--device", "cpu", "--eval", "rte", "--json"}, test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto report = nlohmann::json::parse(r.out);
   ASSERT_EQ(report["eval"].size(), 1u);
@@ -123,7 +129,8 @@ TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
   EXPECT_GE(report["eval"][0]["metrics"]["acc"].get<double>(), 0.0);
 
   const auto bad = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "bad").string(), "--calib",
-                                  calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"});
+                                  calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"},
+                                 test::with_data_dir());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("nor a zero-shot task (lambada_openai, piqa"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(tmp / "bad"));
