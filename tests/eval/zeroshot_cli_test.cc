@@ -80,7 +80,6 @@ TEST(ZeroShotCli, TableWithPerplexityInOneRun) {
 }
 
 TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
-  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
   fs::create_directories(tmp / "data" / "rte");
   std::ofstream(tmp / "data" / "rte" / "rte_validation.jsonl.gz")  // a plain file is read even under a .gz name
@@ -90,7 +89,7 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {"eval", "--model", stories().string(), "--json"};
     a.insert(a.end(), extra.begin(), extra.end());
-    return test::run_cli(a, test::with_data_dir());
+    return test::run_cli(a);
   };
   const auto own = run({"--tasks", "rte", "--task-data", (tmp / "data").string()});
   ASSERT_EQ(own.exit_code, 0) << own.err;
@@ -107,9 +106,13 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   const auto missing = run({"--tasks", "piqa", "--task-data", tmp.path().string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("piqa_validation.jsonl.gz does not exist"), std::string::npos) << missing.err;
+}
 
-  // Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
-  const auto too_long = run({"--tasks", "piqa"});
+// Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
+TEST(ZeroShotCli, RequestLongerThanTheModelIsAnErrorNamingTheRow) {
+  ALPS_REQUIRE_DATA("eval/piqa");
+  const auto too_long =
+      test::run_cli({"eval", "--model", stories().string(), "--json", "--tasks", "piqa"}, test::with_data_dir());
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.err.find("row 314 request 0: the continuation is"), std::string::npos) << too_long.err;
 }
