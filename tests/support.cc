@@ -37,12 +37,22 @@ double probabilistic_rounding_bound(double n, double scale, double lambda, doubl
   return 2 * gamma * scale;
 }
 
+fs::path committed_data_dir() { return fs::path(ALPS_SOURCE_DIR) / "tests" / "data" / "real"; }
+
 fs::path data_dir() {
   if (const char* env = std::getenv("ALPS_DATA_DIR"); env != nullptr && *env != '\0') return env;
   return ALPS_TEST_DATA_DIR;
 }
 
 fs::path source_dir() { return ALPS_SOURCE_DIR; }
+
+std::string note_missing_data(const std::string& what, const std::string& how_to_get_it) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = test != nullptr ? std::string(test->test_suite_name()) + "." + test->name() : "?";
+  if (const char* log = std::getenv("ALPS_MISSING_DATA_LOG"); log != nullptr && *log != '\0')
+    std::ofstream(log, std::ios::app) << name << ": " << what << "\n";
+  return std::string(kMissingDataMarker) + " " + what + "; " + how_to_get_it;
+}
 
 fs::path smollm2_dir() {
   auto env = [](const char* name) -> std::string {
@@ -87,6 +97,8 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+CliContext with_data_dir() { return {{}, {"ALPS_DATA_DIR=" + data_dir().string()}}; }
+
 CliResult run_cli(const std::vector<std::string>& args, const CliContext& context) {
 #ifndef ALPS_CLI_PATH
   ADD_FAILURE() << "this test suite was not built with the CLI (ALPS_CLI_PATH undefined)";
@@ -95,7 +107,7 @@ CliResult run_cli(const std::vector<std::string>& args, const CliContext& contex
   TempDir tmp;
   std::string cmd;
   if (!context.cwd.empty()) cmd += "cd " + quote(context.cwd.string()) + " && ";
-  if (!context.env.empty()) cmd += "env ";
+  cmd += "env " + quote("ALPS_DATA_DIR=" + committed_data_dir().string()) + " ";  // a later setting wins
   for (const auto& e : context.env) cmd += quote(e) + " ";
   cmd += quote(ALPS_CLI_PATH);
   for (const auto& a : args) cmd += " " + quote(a);

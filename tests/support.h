@@ -26,8 +26,32 @@ double rounding_bound(double n, double scale, double u = 0x1p-24);
 /// rounding_bound allows errors as large as the result, this is the bound to use.
 double probabilistic_rounding_bound(double n, double scale, double lambda = 10, double u = 0x1p-24);
 
-/// ../shared/data as configured at build time ($ALPS_DATA_DIR overrides).
+/// The real data committed with the tests, tests/data/real: stories260K, the GPT-2 and Llama-2 tokenizers and the
+/// texts the tests read, laid out as in the data directory (models/, tokenizers/, text/), so that it can be passed
+/// as one. Always there: tests that can run on it use it.
+std::filesystem::path committed_data_dir();
+
+/// The optional data directory, for what is too large to commit (the zero-shot task sets under eval/): ../shared/data
+/// as configured at build time ($ALPS_DATA_DIR overrides). May be absent: reach it through ALPS_REQUIRE_DATA.
 std::filesystem::path data_dir();
+
+/// Every skip for absent data starts its message with this marker. When $ALPS_MISSING_DATA_LOG names a file, such a
+/// skip also appends a line to it (the test and what is missing), so that CI can refuse to lose coverage quietly.
+inline constexpr const char* kMissingDataMarker = "missing test data:";
+/// Appends "<test>: <what>" to $ALPS_MISSING_DATA_LOG when it is set; returns the skip message: the marker, what is
+/// missing and how to get it.
+std::string note_missing_data(const std::string& what, const std::string& how_to_get_it);
+
+/// Skips the calling test unless data_dir() / `relative` exists, saying what is missing and how to get it.
+#define ALPS_REQUIRE_DATA(relative)                                                                                    \
+  do {                                                                                                                 \
+    const std::filesystem::path alps_required_ = ::alps::test::data_dir() / (relative);                                \
+    if (!std::filesystem::exists(alps_required_))                                                                      \
+      GTEST_SKIP() << ::alps::test::note_missing_data(                                                                 \
+          alps_required_.string(),                                                                                     \
+          "set $ALPS_DATA_DIR to the optional data directory (README.md, \"Install, build, test\")");                  \
+  } while (0)
+
 /// The repository root (for configs/ and scripts/).
 std::filesystem::path source_dir();
 
@@ -35,11 +59,12 @@ std::filesystem::path source_dir();
 /// $ALPS_CACHE_DIR/models/SmolLM2-135M-Instruct, else $XDG_CACHE_HOME/alps/..., else ~/.cache/alps/....
 std::filesystem::path smollm2_dir();
 /// Skips the calling test, saying how to get the model, unless smollm2_dir() holds a complete conversion.
-#define ALPS_REQUIRE_SMOLLM2()                                                                                \
-  do {                                                                                                         \
-    if (!std::filesystem::exists(::alps::test::smollm2_dir() / ".alps-smollm2.json"))                          \
-      GTEST_SKIP() << "SmolLM2-135M-Instruct not found in " << ::alps::test::smollm2_dir().string()           \
-                   << "; run scripts/get_smollm2.sh to fetch it (about 1 minute, 93 MB download)";             \
+#define ALPS_REQUIRE_SMOLLM2()                                                                                         \
+  do {                                                                                                                 \
+    if (!std::filesystem::exists(::alps::test::smollm2_dir() / ".alps-smollm2.json"))                                  \
+      GTEST_SKIP() << ::alps::test::note_missing_data(                                                                 \
+          "SmolLM2-135M-Instruct in " + ::alps::test::smollm2_dir().string(),                                          \
+          "run scripts/get_smollm2.sh to fetch it (about 1 minute, 93 MB download)");                                  \
   } while (0)
 
 /// The whole content of a file (empty if it cannot be read).
@@ -67,7 +92,11 @@ struct CliContext {
   std::filesystem::path cwd;     ///< empty: the test's working directory
   std::vector<std::string> env;  ///< "NAME=value" added to the environment
 };
-/// Runs the built `alps` executable with `args` (each shell-quoted) and captures both streams.
+/// A context whose alps reads data_dir() as its data directory (the zero-shot tasks under eval/); pair it with
+/// ALPS_REQUIRE_DATA.
+CliContext with_data_dir();
+/// Runs the built `alps` executable with `args` (each shell-quoted) and captures both streams. Its data directory
+/// ($ALPS_DATA_DIR) is committed_data_dir() unless `context.env` sets another.
 CliResult run_cli(const std::vector<std::string>& args, const CliContext& context = {});
 
 }  // namespace alps::test

@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path stories() { return test::data_dir() / "models" / "stories260K-hf"; }
+fs::path stories() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
 
 nlohmann::json json_of(const test::CliResult& r) {
@@ -39,7 +39,7 @@ TEST(EvalCli, GenerateFromBosMatchesStoriesReadme) {
 }
 
 TEST(EvalCli, EvalJsonMatchesLibraryPerplexity) {
-  const fs::path sample = test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
+  const fs::path sample = test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
   const auto doc = json_of(test::run_cli({"eval", "--model", stories().string(), "--ppl", sample.string(), "--seqlen",
                                           "128", "--batch-size", "3", "--device", "cpu", "--json"}));
   ASSERT_EQ(doc["results"].size(), 1u);
@@ -48,7 +48,8 @@ TEST(EvalCli, EvalJsonMatchesLibraryPerplexity) {
 
   model::CausalLM m = model::CausalLM::load(stories());
   const auto tok = tokenizer::load_tokenizer(stories());
-  const std::vector<int64_t> ids = dataset_tokens(resolve_dataset(sample.string(), test::data_dir()), *tok, 128);
+  const std::vector<int64_t> ids =
+      dataset_tokens(resolve_dataset(sample.string(), test::committed_data_dir()), *tok, 128);
   PerplexityOptions opt;
   opt.seqlen = 128;
   opt.batch_size = 3;  // the same shapes, hence the same arithmetic, as the CLI run
@@ -137,7 +138,7 @@ TEST(EvalCli, NonFiniteWeightsOrResultsAreErrors) {
   const fs::path nan_model = edited_stories(tmp, "nan", [&](const std::string& name, at::Tensor& t) {
     if (name == poisoned) t[3][5] = NAN;
   });
-  const std::string sample = (test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
+  const std::string sample = (test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"eval", "--model", nan_model.string(), "--ppl", sample, "--seqlen", "64", "--max-windows", "2", "--json"},
            {"generate", "--model", nan_model.string(), "--prompt", "Once upon a", "--max-tokens", "4", "--json"}}) {
@@ -205,7 +206,7 @@ TEST(EvalCli, FlagValuesOutOfRangeAreUsageErrors) {
 TEST(EvalCli, JsonStdoutIsOneDocumentForEverySubcommand) {
   test::TempDir tmp;
   const std::string model = stories().string(), problem = (tmp / "p.safetensors").string();
-  const std::string calib = (test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
+  const std::string calib = (test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt").string();
   const std::vector<std::vector<std::string>> commands = {
       {"make-problem", "--out", problem, "--rows", "8", "--cols", "16", "--tokens", "100", "--json"},
       {"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--refine", "pcg", "--json"},

@@ -31,18 +31,20 @@ class ByteTokenizer : public tokenizer::Tokenizer {
   std::string kind() const override { return "bytes"; }
 };
 
+fs::path data() { return test::committed_data_dir(); }
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(Datasets, Wikitext2IsTheJoinedFileAsIs) {
-  Dataset d = resolve_dataset("wikitext2", test::data_dir());
+  Dataset d = resolve_dataset("wikitext2", data());
   EXPECT_EQ(d.kind, DatasetKind::kText);
   const std::string text = load_dataset_text(d);
   EXPECT_EQ(text.size(), 1'296'370u);  // SOURCES.md size of wikitext-2-raw-v1.test.hf_joined.txt
   // The same string as the HF rows joined with "\n\n" (the rows file is an independent form of the data).
-  std::ifstream rows(test::data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
+  std::ifstream rows(data() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
   std::string line, joined;
   for (bool first = true; std::getline(rows, line); first = false)
     joined += (first ? "" : "\n\n") + nlohmann::json::parse(line).get<std::string>();  // one JSON string per row
@@ -50,7 +52,7 @@ TEST(Datasets, Wikitext2IsTheJoinedFileAsIs) {
 }
 
 TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
-  const std::string text = load_dataset_text(resolve_dataset("ptb", test::data_dir()));
+  const std::string text = load_dataset_text(resolve_dataset("ptb", data()));
   EXPECT_EQ(text.find('\n'), std::string::npos);
   EXPECT_NE(text.front(), ' ');
   // SOURCES.md: 3761 lines, 78669 words -> 78669 words separated by single spaces.
@@ -62,13 +64,13 @@ TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
 
 TEST(Datasets, C4MissingShardIsNamedAndExplicitPathWorks) {
   try {
-    resolve_dataset("c4", test::data_dir());
+    resolve_dataset("c4", data());
     FAIL() << "the C4 validation shard is not in the data dir";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("c4-validation.00000-of-00008.json"), std::string::npos) << e.what();
   }
-  const fs::path train = test::data_dir() / "text" / "c4" / "c4-train.00000-of-01024.first1000.jsonl";
-  Dataset d = resolve_dataset("c4=" + train.string(), test::data_dir());
+  const fs::path train = data() / "text" / "c4" / "c4-train.00000-of-01024.first1000.jsonl";
+  Dataset d = resolve_dataset("c4=" + train.string(), data());
   EXPECT_EQ(d.kind, DatasetKind::kC4);
   const std::string text = load_dataset_text(d);
   EXPECT_EQ(text.rfind("Beginners BBQ Class Taking Place in Missoula!", 0), 0u);
@@ -88,25 +90,25 @@ TEST(Datasets, JsonlGzAndTextPaths) {
   gzwrite(gz, docs.data(), static_cast<unsigned>(docs.size()));
   gzclose(gz);
   for (const char* name : {"d.jsonl", "d.jsonl.gz"}) {
-    Dataset d = resolve_dataset((tmp / name).string(), test::data_dir());
+    Dataset d = resolve_dataset((tmp / name).string(), data());
     EXPECT_EQ(d.kind, DatasetKind::kJsonl);
     EXPECT_EQ(load_dataset_text(d), "alpha beta gamma") << name;
   }
   std::ofstream(tmp / "t.txt") << "line one\n\nline two\n";
-  EXPECT_EQ(load_dataset_text(resolve_dataset((tmp / "t.txt").string(), test::data_dir())), "line one\n\nline two\n");
+  EXPECT_EQ(load_dataset_text(resolve_dataset((tmp / "t.txt").string(), data())), "line one\n\nline two\n");
   ByteTokenizer tok;
-  EXPECT_EQ(dataset_tokens(resolve_dataset((tmp / "t.txt").string(), test::data_dir()), tok, 4).size(), 20u);
+  EXPECT_EQ(dataset_tokens(resolve_dataset((tmp / "t.txt").string(), data()), tok, 4).size(), 20u);
 }
 
 TEST(Datasets, Errors) {
   test::TempDir tmp;
   std::ofstream(tmp / "empty.txt") << "\n  \n";
-  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "empty.txt").string(), test::data_dir())), Error);
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "empty.txt").string(), data())), Error);
   std::ofstream(tmp / "bad.jsonl") << "{\"content\": \"no text field\"}\n";
-  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "bad.jsonl").string(), test::data_dir())), Error);
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "bad.jsonl").string(), data())), Error);
   std::ofstream(tmp / "broken.jsonl") << "{\"text\": \n";
-  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "broken.jsonl").string(), test::data_dir())), Error);
-  EXPECT_THROW(resolve_dataset("wikitext3", test::data_dir()), Error);
+  EXPECT_THROW(load_dataset_text(resolve_dataset((tmp / "broken.jsonl").string(), data())), Error);
+  EXPECT_THROW(resolve_dataset("wikitext3", data()), Error);
   EXPECT_THROW(resolve_dataset("wikitext2", tmp.path()), Error);  // data dir without the file
 }
 
@@ -122,9 +124,9 @@ TEST(Datasets, DirectoryWhereAFileIsExpected) {
     return "<no error>";
   };
   fs::create_directories(tmp / "text.txt");
-  std::string m = message([&] { resolve_dataset((tmp / "text.txt").string(), test::data_dir()); });
+  std::string m = message([&] { resolve_dataset((tmp / "text.txt").string(), data()); });
   EXPECT_NE(m.find("text.txt is a directory, expected a file"), std::string::npos) << m;
-  m = message([&] { resolve_dataset("c4=" + (tmp / "text.txt").string(), test::data_dir()); });
+  m = message([&] { resolve_dataset("c4=" + (tmp / "text.txt").string(), data()); });
   EXPECT_NE(m.find("text.txt is a directory, expected a file"), std::string::npos) << m;
   fs::create_directories(tmp / "text" / "ptb" / "ptb.test.txt");
   m = message([&] { resolve_dataset("ptb", tmp.path()); });

@@ -132,7 +132,7 @@ TEST(Perplexity, Errors) {
 
 // stories260K-hf README: per-story NLL with [BOS], no EOS, story by story.
 TEST(Perplexity, SequenceNllReproducesStories260KReadme) {
-  model::CausalLM m = model::CausalLM::load(test::data_dir() / "models" / "stories260K-hf");
+  model::CausalLM m = model::CausalLM::load(test::committed_data_dir() / "models" / "stories260K-hf");
   std::ifstream in(fixture("stories260K_sample_ids.json"));
   const auto ids = nlohmann::json::parse(in)["ids"];
   const double readme[] = {1.3160, 1.2386, 0.9522, 1.4934, 1.1879};

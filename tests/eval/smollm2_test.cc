@@ -74,7 +74,7 @@ TEST(SmolLM2, WikiText2WindowsMatchTransformers) {
   const auto& windows = g.at("windows");
   const auto r = test::run_cli({"eval", "--model", test::smollm2_dir().string(), "--ppl", "wikitext2", "--seqlen",
                                 std::to_string(seqlen), "--max-windows", std::to_string(windows.size()), "--json",
-                                "--quiet", "--data-dir", test::data_dir().string()});
+                                "--quiet", "--data-dir", test::committed_data_dir().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto result = nlohmann::json::parse(r.out).at("results").at(0);
   EXPECT_EQ(result.at("dataset_tokens"), g.at("dataset_tokens"));

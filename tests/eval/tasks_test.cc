@@ -35,6 +35,7 @@ const TaskSpec& spec(const std::string& name) {
 
 // Multiple-choice ready fields: query, choices, gold.
 void expect_multiple_choice_ready(const std::string& task, size_t expected_rows) {
+  ALPS_REQUIRE_DATA(fs::path("eval") / spec(task).file);
   const fs::path file = eval_dir() / spec(task).file;
   const std::vector<nlohmann::json> rows = rows_of(file);
   const std::vector<TaskDoc> docs = load_task_docs(spec(task), file);
@@ -62,6 +63,7 @@ TEST(TaskConstruction, BoolqEveryRow) { expect_multiple_choice_ready("boolq", 32
 TEST(TaskConstruction, RteEveryRow) { expect_multiple_choice_ready("rte", 277); }
 
 TEST(TaskConstruction, OpenbookqaEveryRow) {
+  ALPS_REQUIRE_DATA("eval");
   // Its ready fields are query and gold; the choices are the raw answer texts.
   const fs::path file = eval_dir() / spec("openbookqa").file;
   const auto rows = rows_of(file);
@@ -78,6 +80,7 @@ TEST(TaskConstruction, OpenbookqaEveryRow) {
 }
 
 TEST(TaskConstruction, WinograndeEveryRowPartialContexts) {
+  ALPS_REQUIRE_DATA("eval");
   const fs::path file = eval_dir() / spec("winogrande").file;
   const auto rows = rows_of(file);
   const auto docs = load_task_docs(spec("winogrande"), file);
@@ -94,6 +97,7 @@ TEST(TaskConstruction, WinograndeEveryRowPartialContexts) {
 }
 
 TEST(TaskConstruction, LambadaEveryRowKeepsNewlinesInTargets) {
+  ALPS_REQUIRE_DATA("eval");
   const fs::path ready = eval_dir() / "lambada_openai" / "lambada_openai_test_lmeval.jsonl.gz";
   const auto rows = rows_of(ready);
   const auto from_ready_file = load_task_docs(spec("lambada_openai"), ready);
@@ -202,6 +206,7 @@ TEST(TaskConstruction, ErrorsNameFileRowAndField) {
 }
 
 TEST(TaskConstruction, LimitTakesTheFirstRows) {
+  ALPS_REQUIRE_DATA("eval");
   const auto docs = load_task_docs(spec("rte"), eval_dir() / spec("rte").file, 5);
   ASSERT_EQ(docs.size(), 5u);
   EXPECT_EQ(docs[4].row, 4);

@@ -13,12 +13,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path stories() { return test::data_dir() / "models" / "stories260K-hf"; }
+fs::path stories() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 
 TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
   const auto r = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte,lambada_openai", "--limit", "6",
-                                "--batch-size", "4", "--json", "--log-samples", (tmp / "s.jsonl").string()});
+                                "--batch-size", "4", "--json", "--log-samples", (tmp / "s.jsonl").string()},
+                               test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_TRUE(doc["results"].empty()) << "no perplexity without --ppl";
@@ -53,22 +55,24 @@ TEST(ZeroShotCli, JsonMetricsAndLogSamples) {
   // The log is not replaced unless asked: refused before any scoring, the file left as it was.
   const std::string log = test::slurp(tmp / "s.jsonl");
   const auto again = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
-                                    "--log-samples", (tmp / "s.jsonl").string()});
+                                    "--log-samples", (tmp / "s.jsonl").string()}, test::with_data_dir());
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
   EXPECT_EQ(again.err.find("requests"), std::string::npos) << "refused before scoring:\n" << again.err;
   EXPECT_TRUE(test::slurp(tmp / "s.jsonl") == log);
   const auto replaced = test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--limit", "2",
-                                       "--log-samples", (tmp / "s.jsonl").string(), "--overwrite"});
+                                       "--log-samples", (tmp / "s.jsonl").string(), "--overwrite"},
+                                      test::with_data_dir());
   EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
   const std::string relog = test::slurp(tmp / "s.jsonl");
   EXPECT_EQ(std::count(relog.begin(), relog.end(), '\n'), 4);
 }
 
 TEST(ZeroShotCli, TableWithPerplexityInOneRun) {
-  const fs::path sample = test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
+  ALPS_REQUIRE_DATA("eval");
+  const fs::path sample = test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt";
   const auto r = test::run_cli({"eval", "--model", stories().string(), "--ppl", sample.string(), "--seqlen", "128",
-                                "--tasks", "winogrande", "--limit", "4"});
+                                "--tasks", "winogrande", "--limit", "4"}, test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("|Tasks     |Version|Filter|n-shot|  Metric  |"), std::string::npos) << r.out;
@@ -102,19 +106,24 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   const auto missing = run({"--tasks", "piqa", "--task-data", tmp.path().string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("piqa_validation.jsonl.gz does not exist"), std::string::npos) << missing.err;
+}
 
-  // Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
-  const auto too_long = run({"--tasks", "piqa"});
+// Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
+TEST(ZeroShotCli, RequestLongerThanTheModelIsAnErrorNamingTheRow) {
+  ALPS_REQUIRE_DATA("eval/piqa");
+  const auto too_long =
+      test::run_cli({"eval", "--model", stories().string(), "--json", "--tasks", "piqa"}, test::with_data_dir());
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.err.find("row 314 request 0: the continuation is"), std::string::npos) << too_long.err;
 }
 
 TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
-  const std::string calib = (test::data_dir() / "text/tinystories/tinystories.train.txt").string();
+  const std::string calib = (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string();
   const auto r = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "out").string(), "--calib",
                                 calib, "--nsamples", "4", "--seqlen", "64", "--method", "magnitude", "--sparsity",
-                                "0.5", "--device", "cpu", "--eval", "rte", "--json"});
+                                "0.5", "--device", "cpu", "--eval", "rte", "--json"}, test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto report = nlohmann::json::parse(r.out);
   ASSERT_EQ(report["eval"].size(), 1u);
@@ -123,7 +132,8 @@ TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
   EXPECT_GE(report["eval"][0]["metrics"]["acc"].get<double>(), 0.0);
 
   const auto bad = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "bad").string(), "--calib",
-                                  calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"});
+                                  calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"},
+                                 test::with_data_dir());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("nor a zero-shot task (lambada_openai, piqa"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(tmp / "bad"));

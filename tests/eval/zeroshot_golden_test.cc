@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 // -1209, where one fp32 ulp is 1.2e-4). A wrong token split or position shifts a sum by 0.1 or more.
 double tolerance(double ll) { return std::max(1e-4, 2 * 1.1920929e-7 * std::abs(ll)); }
 
-fs::path stories() { return test::data_dir() / "models" / "stories260K-hf"; }
+fs::path stories() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 
 nlohmann::json golden(const std::string& task) {
   const fs::path p = test::source_dir() / "tests" / "data" / "eval" / "stories260K" / (task + ".json");
@@ -71,6 +71,7 @@ TEST_P(ZeroShotGolden, RequestsMatchLmEval) {
   const TaskSpec* spec = find_task(task);
   ASSERT_NE(spec, nullptr);
   EXPECT_EQ(g["file"].get<std::string>(), spec->file);
+  ALPS_REQUIRE_DATA(fs::path("eval") / spec->file);
   const std::vector<TaskDoc> docs = load_task_docs(*spec, test::data_dir() / "eval" / spec->file);
   const std::vector<int64_t> rows = golden_rows(g, static_cast<int64_t>(docs.size()));
   ASSERT_GE(g["docs"].size(), 20u);
@@ -116,6 +117,7 @@ TEST_P(ZeroShotGolden, WholeTaskMetricsEqualLmEval) {
   const nlohmann::json g = golden(task);
   const TaskSpec* spec = find_task(task);
   ASSERT_NE(spec, nullptr);
+  ALPS_REQUIRE_DATA(fs::path("eval") / spec->file);
   fs::path file = test::data_dir() / "eval" / spec->file;
   test::TempDir tmp;
   if (g.contains("skipped_rows")) {  // the rows lm-eval could not score: left out of the file, as the golden did

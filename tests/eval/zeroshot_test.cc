@@ -81,7 +81,7 @@ TEST(EncodeRequest, BosOnlyWhenAskedAndForEmptyContexts) {
 class Scoring : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = new model::CausalLM(model::CausalLM::load(test::data_dir() / "models" / "stories260K-hf"));
+    model_ = new model::CausalLM(model::CausalLM::load(test::committed_data_dir() / "models" / "stories260K-hf"));
   }
   static void TearDownTestSuite() { delete model_; }
   // Sum of log-softmax of `cont` after `input` (the tokens the model sees), by one plain forward pass.
@@ -159,6 +159,7 @@ TEST(TaskMetrics, StderrsAsLmEvalComputesThem) {
 }
 
 TEST(ResolveTasks, NamesFilesAndOverrides) {
+  ALPS_REQUIRE_DATA("eval");
   test::TempDir tmp;
   const fs::path data = test::data_dir() / "eval";
   auto tasks = resolve_tasks({"rte", "piqa", "rte"}, data);

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
-fs::path stories_dir() { return test::data_dir() / "models" / "stories260K-hf"; }
+fs::path stories_dir() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 
 class GoldenLogits : public ::testing::TestWithParam<std::string> {};
 

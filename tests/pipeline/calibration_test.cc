@@ -67,7 +67,7 @@ void expect_windows(const at::Tensor& w, const nlohmann::json& expected) {
 
 TEST(Calibration, DrawsTheSameWindowsAsSparseGptGetC4) {
   const auto g = golden()["c4_byte_windows"];
-  const auto docs = read_documents(resolve_calibration_source("c4", test::data_dir()));
+  const auto docs = read_documents(resolve_calibration_source("c4", test::committed_data_dir()));
   ASSERT_EQ(docs.size(), 1000u);
   CalibrationOptions opt{"c4", g["nsamples"], g["seqlen"], g["seed"]};
   expect_windows(sample_windows(docs, ByteTokenizer(), opt), g);
@@ -75,7 +75,7 @@ TEST(Calibration, DrawsTheSameWindowsAsSparseGptGetC4) {
 
 TEST(Calibration, SingleTextDocumentDrawsOnlyWindowStarts) {
   const auto g = golden()["single_doc_byte_windows"];
-  const auto docs = read_documents(test::data_dir() / "text/tinystories/tinystories_sample.txt");
+  const auto docs = read_documents(test::committed_data_dir() / "text/tinystories/tinystories_sample.txt");
   ASSERT_EQ(docs.size(), 1u);
   CalibrationOptions opt{"file", g["nsamples"], g["seqlen"], g["seed"]};
   expect_windows(sample_windows(docs, ByteTokenizer(), opt), g);

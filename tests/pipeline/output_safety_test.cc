@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path model_dir() { return test::data_dir() / "models/stories260K-hf"; }
-fs::path calib_file() { return test::data_dir() / "text/tinystories/tinystories.train.txt"; }
+fs::path model_dir() { return test::committed_data_dir() / "models/stories260K-hf"; }
+fs::path calib_file() { return test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt"; }
 
 std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra,
                                     const fs::path& model = model_dir(), const fs::path& calib = calib_file()) {

@@ -18,8 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path model_dir() { return test::data_dir() / "models/stories260K-hf"; }
-std::string calib() { return (test::data_dir() / "text/tinystories/tinystories.train.txt").string(); }
+fs::path model_dir() { return test::committed_data_dir() / "models/stories260K-hf"; }
+std::string calib() {
+  return (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string();
+}
 
 std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra) {
   std::vector<std::string> a = {"prune",      "--model", model_dir().string(), "--out", out.string(), "--calib",
@@ -215,13 +217,14 @@ TEST(PruneCli, DumpsProblems) {
 // Without --json the result is a summary table on stdout (logs stay on stderr); --eval-max-windows and --eval-limit
 // bound the evaluation, and the perplexity equals `alps eval` of the saved checkpoint over the same windows.
 TEST(PruneCli, SummaryOnStdoutAndBoundedEvaluation) {
+  ALPS_REQUIRE_DATA("eval/rte");
   test::TempDir dir;
-  const std::string text = (test::data_dir() / "text/tinystories/tinystories_sample.txt").string();
+  const std::string text = (test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string();
   std::vector<std::string> args = prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5", "--eval",
                                                            text + ",rte", "--eval-seqlen", "64", "--eval-max-windows",
                                                            "3", "--eval-limit", "10"});
   args.erase(std::find(args.begin(), args.end(), "--json"));
-  const auto r = test::run_cli(args);
+  const auto r = test::run_cli(args, test::with_data_dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* want : {"magnitude 0.5: 35 linear layers pruned (0 left dense) in 5/5 blocks", "layer kind",
                            "mlp.down_proj", "pruned_forward", "perplexity", "3 windows of 64 tokens", "rte",

@@ -21,14 +21,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string calib() { return (test::data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
+std::string calib() { return (test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
 
 // The fixture with stories260K's tokenizer files beside it.
 fs::path model_with_tokenizer(const std::string& fixture, const fs::path& dir) {
   const fs::path out = dir / fixture;
   fs::copy(test::source_dir() / "tests/data/model" / fixture, out);
   for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
-    fs::copy_file(test::data_dir() / "models/stories260K-hf" / f, out / f);
+    fs::copy_file(test::committed_data_dir() / "models/stories260K-hf" / f, out / f);
   return out;
 }
 

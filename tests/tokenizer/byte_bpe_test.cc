@@ -18,7 +18,7 @@ namespace {
 using test::expect_summary;
 using test::read_golden;
 
-std::filesystem::path gpt2_dir() { return alps::test::data_dir() / "tokenizers" / "gpt2"; }
+std::filesystem::path gpt2_dir() { return alps::test::committed_data_dir() / "tokenizers" / "gpt2"; }
 std::filesystem::path llama3_style_dir() {
   return alps::test::source_dir() / "tests" / "data" / "tokenizer" / "llama3_style";
 }

@@ -27,12 +27,12 @@ inline nlohmann::json read_golden(const std::string& name) {
 }
 
 inline std::string wikitext2_test() {
-  return read_text(alps::test::data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.hf_joined.txt");
+  return read_text(alps::test::committed_data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.hf_joined.txt");
 }
 
 /// The 4358 HF rows of the WikiText-2 test split, in order.
 inline std::vector<std::string> wikitext2_rows() {
-  std::ifstream in(alps::test::data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
+  std::ifstream in(alps::test::committed_data_dir() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
   std::vector<std::string> rows;
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line).get<std::string>());
   return rows;

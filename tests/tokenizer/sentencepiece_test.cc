@@ -11,8 +11,10 @@ namespace {
 
 using test::expect_summary;
 
-std::filesystem::path stories_dir() { return alps::test::data_dir() / "models" / "stories260K-hf"; }
-std::filesystem::path llama2_model() { return alps::test::data_dir() / "tokenizers" / "llama2" / "tokenizer.model"; }
+std::filesystem::path stories_dir() { return alps::test::committed_data_dir() / "models" / "stories260K-hf"; }
+std::filesystem::path llama2_model() {
+  return alps::test::committed_data_dir() / "tokenizers" / "llama2" / "tokenizer.model";
+}
 
 void expect_matches_golden(const Tokenizer& tok, const nlohmann::json& golden) {
   EXPECT_EQ(tok.vocab_size(), golden.at("vocab_size").get<int64_t>());
@@ -23,12 +25,12 @@ void expect_matches_golden(const Tokenizer& tok, const nlohmann::json& golden) {
   expect_summary(wiki_ids, golden.at("wikitext2_test"), "WikiText-2 test");
   EXPECT_EQ(tok.decode(wiki_ids), wiki) << "decode(encode(WikiText-2)) != WikiText-2";
   const std::string stories =
-      test::read_text(alps::test::data_dir() / "text" / "tinystories" / "tinystories.valid.txt");
+      test::read_text(alps::test::committed_data_dir() / "text" / "tinystories" / "tinystories.valid.txt");
   const auto story_ids = tok.encode(stories, false);
   expect_summary(story_ids, golden.at("tinystories_valid"), "TinyStories valid");
   EXPECT_EQ(tok.decode(story_ids), stories);
   const std::string sample =
-      test::read_text(alps::test::data_dir() / "text" / "tinystories" / "tinystories_sample.txt");
+      test::read_text(alps::test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt");
   EXPECT_EQ(tok.encode(sample, false), golden.at("tinystories_sample").at("ids").get<std::vector<int64_t>>());
   const auto rows = test::wikitext2_rows();
   for (const auto& row : golden.at("rows"))

@@ -42,7 +42,7 @@ TEST(LoadTokenizer, CorruptConfigNamesTheFile) {
 // merges.txt directory used to give a tokenizer without merges).
 TEST(LoadTokenizer, DirectoryWhereAFileIsExpected) {
   namespace fs = std::filesystem;
-  const fs::path gpt2 = alps::test::data_dir() / "tokenizers" / "gpt2";
+  const fs::path gpt2 = alps::test::committed_data_dir() / "tokenizers" / "gpt2";
   for (const char* file : {"tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json"}) {
     alps::test::TempDir dir;
     fs::copy_file(gpt2 / "vocab.json", dir / "vocab.json");
@@ -67,7 +67,7 @@ TEST(LoadTokenizer, TokenizerJsonUnlessItsModelIsNotBpe) {
   auto message = load_error(dir.path());
   EXPECT_NE(message.find("unsupported model type 'Unigram'"), std::string::npos) << message;
   EXPECT_NE(message.find((dir / "tokenizer.json").string()), std::string::npos) << message;
-  std::filesystem::copy_file(alps::test::data_dir() / "models" / "stories260K-hf" / "tokenizer.model",
+  std::filesystem::copy_file(alps::test::committed_data_dir() / "models" / "stories260K-hf" / "tokenizer.model",
                              dir / "tokenizer.model");
   EXPECT_EQ(load_tokenizer(dir.path())->kind(), "sentencepiece");
 
