@@ -20,7 +20,7 @@ copy() {  # copy RELATIVE_PATH...: the same path under $dst
 
 copy models/stories260K-hf/{README.md,config.json,generation_config.json,model.safetensors,special_tokens_map.json} \
      models/stories260K-hf/{tokenizer.model,tokenizer_config.json} \
-     tokenizers/gpt2/{vocab.json,merges.txt} tokenizers/llama2/tokenizer.model \
+     tokenizers/gpt2/{vocab.json,merges.txt} \
      text/wikitext2/wikitext-2-raw-v1.test.{hf_joined.txt,rows.jsonl} text/ptb/ptb.test.txt \
      text/c4/c4-train.00000-of-01024.first1000.jsonl \
      text/tinystories/{tinystories.valid.txt,tinystories_sample.txt}

@@ -42,7 +42,7 @@ TEST(Datasets, Wikitext2IsTheJoinedFileAsIs) {
   Dataset d = resolve_dataset("wikitext2", data());
   EXPECT_EQ(d.kind, DatasetKind::kText);
   const std::string text = load_dataset_text(d);
-  EXPECT_EQ(text.size(), 1'296'370u);  // SOURCES.md size of wikitext-2-raw-v1.test.hf_joined.txt
+  EXPECT_EQ(text.size(), 1'296'370u);  // bytes of wikitext-2-raw-v1.test.hf_joined.txt, whose content tests/data/real/SHA256SUMS pins
   // The same string as the HF rows joined with "\n\n" (the rows file is an independent form of the data).
   std::ifstream rows(data() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
   std::string line, joined;
@@ -55,7 +55,7 @@ TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
   const std::string text = load_dataset_text(resolve_dataset("ptb", data()));
   EXPECT_EQ(text.find('\n'), std::string::npos);
   EXPECT_NE(text.front(), ' ');
-  // SOURCES.md: 3761 lines, 78669 words -> 78669 words separated by single spaces.
+  // PTB test has 3761 lines of 78669 words: 78669 words separated by single spaces.
   int64_t words = 0;
   for (size_t i = 0; i < text.size(); ++i) words += text[i] != ' ' && (i == 0 || text[i - 1] == ' ');
   EXPECT_EQ(words, 78669);
