@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "alps/core/device.h"
@@ -98,36 +99,62 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
            "distinct linear input + solver workspace (~4 [in,in] fp64) + batch activations"}};
 }
 
+// What happens to one linear, typed: the recipe's strings parsed and its method built once for the whole run.
 struct LayerJob {
   std::string weight;  // checkpoint tensor name
   std::string name;    // without ".weight", what globs match
-  LayerPlan plan;
+  bool skip = false;
+  std::string method;                      // its name, for the report
+  const prune::Method* solver = nullptr;   // owned by the RunPlan
+  std::optional<prune::Pattern> pattern;   // set unless skipped
+  prune::Refine refine = prune::Refine::kNone;
 };
 
-std::vector<LayerJob> plan_block(const model::CausalLM& m, const Recipe& r, int64_t b) {
-  std::vector<LayerJob> jobs;
-  for (const auto& linear : m.linear_names()) {
-    LayerJob j;
-    j.weight = m.weight_name(b, linear);
-    j.name = strip_weight(j.weight);
-    j.plan = plan_for(r, j.name);
-    jobs.push_back(std::move(j));
-  }
-  return jobs;
-}
-
-// Methods are built once per (name, options): ALPS and DSnoT carry configuration only, no per-layer state.
-class MethodCache {
+// Every linear's job, built from the recipe before any work: building the plan is the validation, so a bad pattern
+// or option for one layer stops the run at once, naming the layer, instead of hours in.
+class RunPlan {
  public:
-  const prune::Method& get(const std::string& name, const json& options) {
+  RunPlan(const model::CausalLM& m, const Recipe& r) {
+    for (int64_t b = 0; b < m.num_blocks(); ++b) {
+      std::vector<LayerJob> jobs;
+      for (const auto& linear : m.linear_names()) jobs.push_back(make_job(m, r, m.weight_name(b, linear)));
+      blocks_.push_back(std::move(jobs));
+    }
+  }
+  const std::vector<LayerJob>& block(int64_t b) const { return blocks_.at(static_cast<size_t>(b)); }
+
+ private:
+  LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight) {
+    LayerJob j;
+    j.weight = weight;
+    j.name = strip_weight(weight);
+    const LayerPlan plan = plan_for(r, j.name);
+    j.skip = plan.skip;
+    if (j.skip) return j;
+    try {
+      ALPS_CHECK(!plan.pattern.empty(), "no sparsity or pattern given (use --sparsity S or --pattern N:M)");
+      j.pattern = prune::Pattern::parse(plan.pattern);
+      const auto& w = m.tensor(weight);
+      j.pattern->check_shape(w.size(0), w.size(1));
+      j.method = plan.method;
+      j.solver = &method(plan.method, plan.options);
+      j.refine = prune::parse_refine(plan.refine);
+    } catch (const Error& e) {
+      ALPS_FAIL(j.name, ": ", e.what());
+    }
+    return j;
+  }
+
+  // Methods are built once per (name, options): ALPS and DSnoT carry configuration only, no per-layer state.
+  const prune::Method& method(const std::string& name, const json& options) {
     const std::string key = name + options.dump();
     auto it = methods_.find(key);
     if (it == methods_.end()) it = methods_.emplace(key, prune::make_method(name, options)).first;
     return *it->second;
   }
 
- private:
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;
+  std::vector<std::vector<LayerJob>> blocks_;
 };
 
 // Globs that match no linear are almost always typos ("mlp.down" for "mlp.down_proj"): the user meant to keep
@@ -149,33 +176,14 @@ void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
                    "nothing", rule.match, names.front());
 }
 
-void validate_plans(const model::CausalLM& m, const Recipe& r) {
-  MethodCache methods;
-  for (int64_t b = 0; b < m.num_blocks(); ++b) {
-    for (const auto& j : plan_block(m, r, b)) {
-      if (j.plan.skip) continue;
-      try {
-        ALPS_CHECK(!j.plan.pattern.empty(), "no sparsity or pattern given (use --sparsity S or --pattern N:M)");
-        const auto pattern = prune::Pattern::parse(j.plan.pattern);
-        const auto& entry = m.tensor(j.weight);
-        pattern.check_shape(entry.size(0), entry.size(1));
-        methods.get(j.plan.method, j.plan.options);
-        prune::parse_refine(j.plan.refine);
-      } catch (const Error& e) {
-        ALPS_FAIL(j.name, ": ", e.what());
-      }
-    }
-  }
-  warn_unmatched_globs(m, r);
-}
 
 OutputRequest output_request(const PruneJob& job) {
   return {job.out_dir, job.model_dir, job.dump_problems, job.overwrite, job.resume};
 }
 
-// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model. The caller
-// also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
-void validate_with(const PruneJob& job, const model::CausalLM& m) {
+// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model; returns the
+// plan it built. The caller also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
+std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m) {
   const Recipe& r = job.recipe;
   ALPS_CHECK(r.nsamples > 0, "nsamples must be positive, got ", r.nsamples);
   ALPS_CHECK(r.seqlen > 1, "seqlen must be at least 2, got ", r.seqlen);
@@ -192,12 +200,13 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
   check_output_request(output_request(job));
   ALPS_CHECK(r.seqlen <= m.config().max_sequence_length(), "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
-  validate_plans(m, r);
+  auto plan = std::make_unique<RunPlan>(m, r);
+  warn_unmatched_globs(m, r);
   if (!job.dump_problems.empty() && fs::exists(job.dump_problems)) {
     // Problem files are written as blocks finish: a clash found hours in would either stop the run or lose a file.
     for (int64_t b = 0; b < m.num_blocks(); ++b)
-      for (const auto& j : plan_block(m, r, b))
-        ALPS_CHECK(j.plan.skip || !fs::exists(job.dump_problems / (j.name + ".safetensors")), "--dump-problems ",
+      for (const auto& j : plan->block(b))
+        ALPS_CHECK(j.skip || !fs::exists(job.dump_problems / (j.name + ".safetensors")), "--dump-problems ",
                    job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
   }
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
@@ -206,6 +215,7 @@ void validate_with(const PruneJob& job, const model::CausalLM& m) {
              " exceeds the model's ", m.config().max_positions, " positions");
   ALPS_CHECK(r.eval_max_windows >= 0, "evaluation max windows must be >= 0 (0: all), got ", r.eval_max_windows);
   ALPS_CHECK(r.eval_limit >= 0, "evaluation limit must be >= 0 (0: all documents), got ", r.eval_limit);
+  return plan;
 }
 
 // What must be the same for a continuation to equal an uninterrupted run: the recipe (evaluation aside, which
@@ -228,8 +238,14 @@ json resume_key(const PruneJob& job, const fs::path& calibration) {
 // The model, its inputs and the report as blocks are pruned one after another.
 class PruneRun {
  public:
-  PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok)
-      : job_(job), r_(job.recipe), m_(m), tok_(tok), device_(resolve_device(r_.device)), dtype_(parse_dtype(r_.dtype)) {
+  PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok, const RunPlan& plan)
+      : job_(job),
+        r_(job.recipe),
+        m_(m),
+        tok_(tok),
+        plan_(plan),
+        device_(resolve_device(r_.device)),
+        dtype_(parse_dtype(r_.dtype)) {
     m_.set_compute(device_, dtype_);
     rep_.recipe = recipe_to_json(r_);
     rep_.model = job.model_dir.string();
@@ -313,7 +329,7 @@ class PruneRun {
     t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     const auto linears = m_.linear_names();
-    const auto jobs = plan_block(m_, r_, b);
+    const auto& jobs = plan_.block(b);
     for (size_t li = 0; li < jobs.size(); ++li) {
       report::LayerReport lr = prune_layer(b, jobs[li], linears[li], stats);
       if (!lr.skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
@@ -373,7 +389,7 @@ class PruneRun {
     lr.name = lj.name;
     const at::Tensor W0 = m_.tensor(lj.weight);
     lr.shape = W0.sizes().vec();
-    if (lj.plan.skip) {
+    if (lj.skip) {
       lr.skipped = true;
       spdlog::info("block {}/{} {}: skipped (left dense)", b + 1, rep_.blocks_total, linear);
       return lr;
@@ -388,13 +404,12 @@ class PruneRun {
     problem.gram_checked = checked_grams_.count(&s) > 0;
     if (!job_.dump_problems.empty()) prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem);
 
-    const auto pattern = prune::Pattern::parse(lj.plan.pattern);
+    const prune::Pattern& pattern = *lj.pattern;
     step_ = fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1));
     try {
       prune::PcgOptions pcg;
       pcg.iterations = r_.refine_iterations;
-      const prune::LayerResult res = prune::solve_layer(methods_.get(lj.plan.method, lj.plan.options), problem, pattern,
-                                                        prune::parse_refine(lj.plan.refine), pcg);
+      const prune::LayerResult res = prune::solve_layer(*lj.solver, problem, pattern, lj.refine, pcg);
       checked_grams_.insert(&s);
       lr.seconds = res.seconds;
       lr.rel_error = res.rel_error;
@@ -406,9 +421,9 @@ class PruneRun {
     } catch (const Error& e) {
       ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
     }
-    lr.method = lj.plan.method;
+    lr.method = lj.method;
     lr.pattern = pattern.str();
-    lr.refine = lj.plan.refine;
+    lr.refine = prune::refine_name(lj.refine);
     spdlog::info("block {}/{} {}: {} {} sparsity {:.3f} err {:.4e}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear,
                  lr.method, lr.pattern, lr.sparsity, lr.rel_error,
                  lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
@@ -420,9 +435,9 @@ class PruneRun {
   const Recipe& r_;
   model::CausalLM& m_;
   const tokenizer::Tokenizer& tok_;
+  const RunPlan& plan_;
   c10::Device device_;
   c10::ScalarType dtype_;
-  MethodCache methods_;
   std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
   report::RunReport rep_;
   json key_;
@@ -489,12 +504,12 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
 
 report::RunReport run_prune(const PruneJob& job) {
   auto m = model::CausalLM::load(job.model_dir);
-  validate_with(job, m);
+  const auto plan = validate_with(job, m);
   const auto tok = tokenizer::load_tokenizer(job.model_dir);
   OutputDir out(output_request(job));
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());
-  PruneRun run(job, m, *tok);
+  PruneRun run(job, m, *tok, *plan);
   report::RunReport& rep = run.report();
   const c10::Device device = resolve_device(job.recipe.device);
   reset_device_peak(device);
