@@ -40,9 +40,14 @@ cache="${ALPS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/alps}"
 venv="${TORCH_VENV:-$cache/venv-torch-2.11.0}"
 if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   [ -n "${TORCH_VENV:-}" ] && { echo "setup.sh: TORCH_VENV=$venv has no python with torch" >&2; exit 1; }
+  # A broken environment of ours (a virtual environment) is replaced; anything else at that path is not touched.
+  if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+    echo "setup.sh: $venv exists and is not a virtual environment; refusing to replace it" >&2
+    exit 1
+  fi
   echo "installing $torch_pin (CUDA 13.0, about 3 GB with its NVIDIA wheels) into $venv" >&2
   mkdir -p "$cache"
-  rm -rf "$venv.partial"
+  rm -rf "$venv.partial" "$venv"
   python3 -m venv "$venv.partial"
   "$venv.partial/bin/pip" install -q --disable-pip-version-check "$torch_pin" >&2
   # The environment appears complete or not at all; only its bin/python is used, which survives the rename.
