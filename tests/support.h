@@ -26,7 +26,7 @@ double rounding_bound(double n, double scale, double u = 0x1p-24);
 /// rounding_bound allows errors as large as the result, this is the bound to use.
 double probabilistic_rounding_bound(double n, double scale, double lambda = 10, double u = 0x1p-24);
 
-/// The real data committed with the tests, tests/data/real: stories260K, the GPT-2 and Llama-2 tokenizers and the
+/// The real data committed with the tests, tests/data/real: stories260K, the GPT-2 tokenizer and the
 /// texts the tests read, laid out as in the data directory (models/, tokenizers/, text/), so that it can be passed
 /// as one. Always there: tests that can run on it use it.
 std::filesystem::path committed_data_dir();
