@@ -264,6 +264,7 @@ class PruneRun {
   report::RunReport& report() { return rep_; }
   /// What the run is doing now, for an error that interrupts it.
   const std::string& step() const { return step_; }
+  const c10::Device& device() const { return device_; }
   const at::Tensor& inputs() const { return inputs_; }
   int64_t next_block() const { return next_block_; }
 
@@ -511,8 +512,7 @@ report::RunReport run_prune(const PruneJob& job) {
   StateDir state(out.state_dir());
   PruneRun run(job, m, *tok, *plan);
   report::RunReport& rep = run.report();
-  const c10::Device device = resolve_device(job.recipe.device);
-  reset_device_peak(device);
+  reset_device_peak(run.device());
   try {
     if (out.resume()) {
       run.restore(state, load_resume_state(job, state));
@@ -531,7 +531,7 @@ report::RunReport run_prune(const PruneJob& job) {
       rep.phase_seconds["save_state"] += seconds_since(t0);
       progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
     }
-    record_peak_memory(rep, device);
+    record_peak_memory(rep, run.device());
     if (rep.blocks_done < rep.blocks_total) {
       spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done,
                    rep.blocks_total);

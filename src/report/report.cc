@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <set>
 #include <thread>
 
 #include "alps/core/build_info.h"
@@ -44,11 +43,10 @@ LayerReport layer_from_json(const json& j) {
   r.seconds = j.at("seconds");
   r.refine_seconds = j.at("refine_seconds");
   if (!j.at("rel_error_refined").is_null()) r.rel_error_refined = j.at("rel_error_refined").get<double>();
-  static const std::set<std::string> fields = {"block", "name", "shape", "skipped", "method", "pattern", "refine",
-                                               "sparsity", "rel_error", "seconds", "refine_seconds",
-                                               "rel_error_refined"};
+  // Everything to_json writes for a solved layer besides the method's stats: read from to_json itself.
+  static const json fields = to_json(LayerReport{});
   for (const auto& [key, value] : j.items())
-    if (!fields.count(key)) r.stats[key] = value;
+    if (!fields.contains(key)) r.stats[key] = value;
   return r;
 }
 
