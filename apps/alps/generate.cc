@@ -1,13 +1,15 @@
-// `alps generate`: greedy decoding, the quickest sanity check of a (pruned) checkpoint.
+// `alps generate`: greedy decoding with a KV cache, the quickest sanity check of a (pruned) checkpoint.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
+#include "alps/core/log.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "commands.h"
@@ -20,6 +22,7 @@ struct GenerateArgs {
   CommonOptions common;
   std::string model, prompt, dtype = "fp32";
   int64_t max_tokens = 32;
+  bool ignore_eos = false;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -37,18 +40,26 @@ int run_generate(const GenerateArgs& a) {
   const size_t prompt_len = ids.size();
   const auto eos = tok->eos_id() ? tok->eos_id() : m.config().eos_token_id;
   at::NoGradGuard no_grad;
-  // No KV cache: each step reruns the whole prefix, fine for a few dozen tokens of sanity checking.
+  const auto start = std::chrono::steady_clock::now();
+  double prompt_seconds = 0;
+  // Each step runs only the tokens the cache has not seen: the prompt first, then one token per step.
+  model::KVCache cache;
   const int64_t max_length = m.config().max_sequence_length();
   for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < max_length; ++t) {
-    const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).unsqueeze(0))[0][-1];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    if (!m.cache_exact(n)) cache = model::KVCache{};  // positions whose encoding changes with the length
+    const std::vector<int64_t> fresh(ids.begin() + cache.length(), ids.end());
+    const at::Tensor logits = m.forward(at::tensor(fresh, at::kLong).unsqueeze(0), &cache, true)[0][0];
     // argmax over NaN logits picks an arbitrary token; refuse instead of printing plausible-looking text.
     if (!at::isfinite(logits).all().item<bool>())
       m.check_finite_result(at::isnan(logits).any().item<bool>() ? NAN : INFINITY,
                             "generate: a logit of step " + std::to_string(t));
     const int64_t next = logits.argmax().item<int64_t>();
     ids.push_back(next);
-    if (eos && next == *eos) break;
+    if (t == 0) prompt_seconds = seconds_since(start);
+    if (eos && next == *eos && !a.ignore_eos) break;
   }
+  const double seconds = seconds_since(start);
   const std::vector<int64_t> prompt_ids(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(prompt_len));
   const std::vector<int64_t> generated(ids.begin() + static_cast<std::ptrdiff_t>(prompt_len), ids.end());
   // The continuation's text depends on what precedes it (SentencePiece drops the space of a leading "▁" piece:
@@ -59,12 +70,20 @@ int run_generate(const GenerateArgs& a) {
   const std::string text = full_text.compare(0, prompt_text.size(), prompt_text) == 0
                                ? full_text.substr(prompt_text.size())
                                : tok->decode(generated);
+  // The first token costs the prompt's forward; each later one a single position's.
+  const int64_t steps = static_cast<int64_t>(generated.size());
+  const double decode_rate = steps > 1 ? static_cast<double>(steps - 1) / (seconds - prompt_seconds) : 0.0;
+  spdlog::info("generated {} tokens in {:.2f}s: prompt of {} tokens and first token {:.3f}s, then {:.1f} tokens/s",
+               steps, seconds, prompt_len, prompt_seconds, decode_rate);
   if (a.common.json) {
     print_json({{"model", a.model},
                 {"prompt", a.prompt},
                 {"prompt_ids", prompt_ids},
                 {"ids", generated},
-                {"text", text}});
+                {"text", text},
+                {"seconds", seconds},
+                {"first_token_seconds", prompt_seconds},
+                {"decode_tokens_per_second", decode_rate}});
   } else {
     std::cout << a.prompt << text << std::endl;
   }
@@ -82,6 +101,7 @@ void add_generate_command(CLI::App& app, Runner& runner) {
       ->capture_default_str()
       ->check(int_at_least(0));
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating after EOS (for timing a fixed number of tokens)");
   add_common_flags(cmd, a->common);
   cmd->callback([a, &runner] { runner = [a] { return run_generate(*a); }; });
 }

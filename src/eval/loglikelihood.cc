@@ -4,7 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <numeric>
+#include <map>
 
 #include "alps/core/error.h"
 #include "alps/eval/py_text.h"
@@ -31,9 +31,147 @@ EncodedRequest encode_request(const tokenizer::Tokenizer& tokenizer, const Reque
   return out;
 }
 
+namespace {
+
+// Scores of one batch: `rows` [n, hidden] are final hidden states whose head predicts `targets`; request
+// `requests[k]` owns the next `counts[k]` of them.
+void accumulate(const model::CausalLM& model, const std::vector<at::Tensor>& rows, const std::vector<int64_t>& targets,
+                const std::vector<int64_t>& requests, const std::vector<int64_t>& counts,
+                std::vector<RequestScore>& out) {
+  at::Tensor logp = at::log_softmax(model.head(at::cat(rows).unsqueeze(0))[0].to(at::kFloat), -1);
+  at::Tensor target = at::tensor(targets, at::kLong).to(logp.device());
+  at::Tensor token_ll = logp.gather(1, target.unsqueeze(1)).squeeze(1).to(at::kDouble).cpu();
+  at::Tensor hit = (logp.argmax(-1) == target).cpu();
+  auto ll = token_ll.accessor<double, 1>();
+  auto greedy = hit.accessor<bool, 1>();
+  int64_t pos = 0;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    RequestScore& s = out[static_cast<size_t>(requests[k])];
+    s.is_greedy = true;
+    for (int64_t t = 0; t < counts[k]; ++t, ++pos) {
+      s.loglikelihood += ll[pos];
+      s.is_greedy = s.is_greedy && greedy[pos];
+    }
+  }
+}
+
+// [rows, width] int64 ids, each row right-padded with 0: under causal attention no real position sees a pad, so
+// the pad id does not matter.
+at::Tensor padded_ids(const std::vector<std::vector<int64_t>>& rows) {
+  size_t width = 0;
+  for (const auto& r : rows) width = std::max(width, r.size());
+  at::Tensor ids = at::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(width)}, at::kLong);
+  auto acc = ids.accessor<int64_t, 2>();
+  for (size_t k = 0; k < rows.size(); ++k)
+    for (size_t t = 0; t < rows[k].size(); ++t) acc[static_cast<int64_t>(k)][static_cast<int64_t>(t)] = rows[k][t];
+  return ids;
+}
+
+// The input lm-eval gives the model: (context + continuation)[-(max_length + 1):][:-1].
+std::vector<int64_t> model_input(const EncodedRequest& r, int64_t max_length) {
+  std::vector<int64_t> all = r.context;
+  all.insert(all.end(), r.continuation.begin(), r.continuation.end());
+  const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(all.size()) - (max_length + 1));
+  return {all.begin() + start, all.end() - 1};
+}
+
+// Every request on its own: the model reads its whole input.
+void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
+                 const std::vector<int64_t>& order, int64_t max_length, int64_t batch_size,
+                 std::vector<RequestScore>& out, const std::function<void(int64_t)>& done) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  for (int64_t b0 = 0; b0 < n; b0 += batch_size) {
+    const int64_t b = std::min(batch_size, n - b0);
+    const std::vector<int64_t> batch(order.begin() + b0, order.begin() + b0 + b);
+    std::vector<std::vector<int64_t>> inputs;
+    for (int64_t r : batch) inputs.push_back(model_input(requests[static_cast<size_t>(r)], max_length));
+    at::Tensor h = model.embed(padded_ids(inputs).to(model.compute_device()));
+    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h);
+    // Only the continuation positions go through the head.
+    std::vector<at::Tensor> rows;
+    std::vector<int64_t> targets, counts;
+    for (int64_t k = 0; k < b; ++k) {
+      const EncodedRequest& r = requests[static_cast<size_t>(batch[k])];
+      const int64_t inplen = static_cast<int64_t>(inputs[k].size()),
+                    contlen = static_cast<int64_t>(r.continuation.size());
+      rows.push_back(h[k].narrow(0, inplen - contlen, contlen));
+      targets.insert(targets.end(), r.continuation.begin(), r.continuation.end());
+      counts.push_back(contlen);
+    }
+    accumulate(model, rows, targets, batch, counts, out);
+    done(b);
+  }
+}
+
+// Requests sharing one context token sequence, and its length.
+struct ContextGroup {
+  const std::vector<int64_t>* context;
+  std::vector<int64_t> requests;
+};
+
+// The context of each group runs once, with a KV cache; the continuations then run from copies of its cache. A
+// batch holds groups of one context length (so that every sequence's positions line up without masks) and at
+// most `batch_size` continuations.
+void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
+                  const std::vector<ContextGroup>& groups, int64_t batch_size, std::vector<RequestScore>& out,
+                  const std::function<void(int64_t)>& done) {
+  const c10::Device device = model.compute_device();
+  for (size_t g0 = 0; g0 < groups.size();) {
+    const size_t L = groups[g0].context->size();
+    size_t g1 = g0;
+    int64_t continuations = 0;
+    while (g1 < groups.size() && groups[g1].context->size() == L &&
+           (g1 == g0 || continuations + static_cast<int64_t>(groups[g1].requests.size()) <= batch_size)) {
+      continuations += static_cast<int64_t>(groups[g1].requests.size());
+      ++g1;
+    }
+    std::vector<std::vector<int64_t>> contexts, tails;
+    std::vector<int64_t> batch, group_of, counts, targets;
+    for (size_t g = g0; g < g1; ++g) {
+      contexts.push_back(*groups[g].context);
+      for (int64_t r : groups[g].requests) {
+        const std::vector<int64_t>& cont = requests[static_cast<size_t>(r)].continuation;
+        batch.push_back(r);
+        group_of.push_back(static_cast<int64_t>(g - g0));
+        counts.push_back(static_cast<int64_t>(cont.size()));
+        tails.emplace_back(cont.begin(), cont.end() - 1);  // the last token is only predicted
+      }
+    }
+    model::KVCache cache;
+    cache.blocks.resize(static_cast<size_t>(model.num_blocks()));
+    at::Tensor h = model.embed(padded_ids(contexts).to(device));
+    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h, cache.blocks[static_cast<size_t>(i)]);
+    // A context's last position predicts each continuation's first token.
+    const at::Tensor rows_of = at::tensor(group_of, at::kLong).to(device);
+    const at::Tensor first = h.select(1, static_cast<int64_t>(L) - 1).index_select(0, rows_of);  // [requests, hidden]
+    at::Tensor rest;
+    size_t width = 0;
+    for (const auto& t : tails) width = std::max(width, t.size());
+    if (width > 0) {
+      model::KVCache copies = cache.select_rows(rows_of);
+      cache = model::KVCache{};
+      rest = model.embed(padded_ids(tails).to(device), static_cast<int64_t>(L));
+      for (int64_t i = 0; i < model.num_blocks(); ++i)
+        rest = model.block_forward(i, rest, copies.blocks[static_cast<size_t>(i)]);
+    }
+    std::vector<at::Tensor> rows;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      rows.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
+      if (counts[k] > 1) rows.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
+      const std::vector<int64_t>& cont = requests[static_cast<size_t>(batch[k])].continuation;
+      targets.insert(targets.end(), cont.begin(), cont.end());
+    }
+    accumulate(model, rows, targets, batch, counts, out);
+    done(static_cast<int64_t>(batch.size()));
+    g0 = g1;
+  }
+}
+
+}  // namespace
+
 std::vector<RequestScore> score_requests(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
                                          const LoglikelihoodOptions& options,
-                                         const std::function<void(int64_t)>& on_progress) {
+                                         const std::function<void(int64_t)>& on_progress, ScoringStats* stats) {
   const int64_t max_length = options.max_length > 0 ? options.max_length : model.config().max_positions;
   ALPS_CHECK(max_length >= 1, "max length must be at least 1, got ", max_length);
   ALPS_CHECK(options.batch_size >= 1, "batch size must be at least 1, got ", options.batch_size);
@@ -45,61 +183,44 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     ALPS_CHECK(static_cast<int64_t>(r.continuation.size()) <= max_length, "request ", i, ": the continuation's ",
                r.continuation.size(), " tokens exceed the maximum length ", max_length);
   }
+  // A request whose input is cut on the left sees a context of its own; every other one may share its context's
+  // keys and values with the requests that have the same context tokens.
+  std::vector<int64_t> whole;
+  std::map<std::vector<int64_t>, std::vector<int64_t>> by_context;
+  ScoringStats cost;
+  for (int64_t i = 0; i < n; ++i) {
+    const EncodedRequest& r = requests[i];
+    const int64_t input = static_cast<int64_t>(r.context.size() + r.continuation.size()) - 1;
+    cost.whole_positions += std::min(input, max_length);
+    if (options.reuse_context && input <= max_length && model.cache_exact(input)) {
+      auto [it, fresh] = by_context.try_emplace(r.context);
+      if (fresh) cost.positions += static_cast<int64_t>(r.context.size());
+      it->second.push_back(i);
+      cost.positions += static_cast<int64_t>(r.continuation.size()) - 1;
+    } else {
+      whole.push_back(i);
+      cost.positions += std::min(input, max_length);
+    }
+  }
+  if (stats != nullptr) *stats = cost;
   // Longest first, so that a batch pads little and the first batch shows the peak memory.
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
   auto total = [&](int64_t i) { return requests[i].context.size() + requests[i].continuation.size(); };
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return total(a) > total(b); });
+  std::stable_sort(whole.begin(), whole.end(), [&](int64_t a, int64_t b) { return total(a) > total(b); });
+  std::vector<ContextGroup> groups;
+  for (const auto& [context, members] : by_context) groups.push_back({&context, members});
+  std::stable_sort(groups.begin(), groups.end(), [](const ContextGroup& a, const ContextGroup& b) {
+    return a.context->size() > b.context->size();
+  });
 
   std::vector<RequestScore> out(n);
   at::NoGradGuard no_grad;
-  const c10::Device device = model.compute_device();
-  for (int64_t b0 = 0; b0 < n; b0 += options.batch_size) {
-    const int64_t b = std::min(options.batch_size, n - b0);
-    std::vector<std::vector<int64_t>> inputs(b);
-    int64_t width = 0;
-    for (int64_t k = 0; k < b; ++k) {
-      const EncodedRequest& r = requests[order[b0 + k]];
-      std::vector<int64_t> all = r.context;
-      all.insert(all.end(), r.continuation.begin(), r.continuation.end());
-      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(all.size()) - (max_length + 1));
-      inputs[k].assign(all.begin() + start, all.end() - 1);
-      width = std::max<int64_t>(width, static_cast<int64_t>(inputs[k].size()));
-    }
-    // Right padding: with causal attention no real position sees a pad, so the pad id does not matter.
-    at::Tensor ids = at::zeros({b, width}, at::kLong);
-    auto acc = ids.accessor<int64_t, 2>();
-    for (int64_t k = 0; k < b; ++k)
-      for (size_t t = 0; t < inputs[k].size(); ++t) acc[k][static_cast<int64_t>(t)] = inputs[k][t];
-    at::Tensor h = model.embed(ids.to(device));
-    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h);
-    // Only the continuation positions go through the head: [sum of continuation lengths, hidden].
-    std::vector<at::Tensor> rows;
-    std::vector<int64_t> targets;
-    for (int64_t k = 0; k < b; ++k) {
-      const EncodedRequest& r = requests[order[b0 + k]];
-      const int64_t inplen = static_cast<int64_t>(inputs[k].size()),
-                    contlen = static_cast<int64_t>(r.continuation.size());
-      rows.push_back(h[k].narrow(0, inplen - contlen, contlen));
-      targets.insert(targets.end(), r.continuation.begin(), r.continuation.end());
-    }
-    at::Tensor logp = at::log_softmax(model.head(at::cat(rows).unsqueeze(0))[0].to(at::kFloat), -1);
-    at::Tensor target = at::tensor(targets, at::kLong).to(logp.device());
-    at::Tensor token_ll = logp.gather(1, target.unsqueeze(1)).squeeze(1).to(at::kDouble).cpu();
-    at::Tensor hit = (logp.argmax(-1) == target).cpu();
-    auto ll = token_ll.accessor<double, 1>();
-    auto greedy = hit.accessor<bool, 1>();
-    int64_t pos = 0;
-    for (int64_t k = 0; k < b; ++k) {
-      RequestScore& s = out[order[b0 + k]];
-      s.is_greedy = true;
-      for (size_t t = 0; t < requests[order[b0 + k]].continuation.size(); ++t, ++pos) {
-        s.loglikelihood += ll[pos];
-        s.is_greedy = s.is_greedy && greedy[pos];
-      }
-    }
-    if (on_progress) on_progress(b0 + b);
-  }
+  int64_t finished = 0;
+  auto done = [&](int64_t k) {
+    finished += k;
+    if (on_progress) on_progress(finished);
+  };
+  score_shared(model, requests, groups, options.batch_size, out, done);
+  score_whole(model, requests, whole, max_length, options.batch_size, out, done);
   return out;
 }
 

@@ -101,8 +101,9 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
     spdlog::info("task {}/{} {}: {} documents, {} requests from {}", ti + 1, tasks.size(), task.spec->name,
                  docs.size(), encoded.size(), task.file.string());
     Progress progress(what, static_cast<int64_t>(encoded.size()), /*min_interval=*/5.0);
+    ScoringStats cost;
     const std::vector<RequestScore> scores =
-        score_requests(model, encoded, options.scoring, [&](int64_t done) { progress.step(done, ""); });
+        score_requests(model, encoded, options.scoring, [&](int64_t done) { progress.step(done, ""); }, &cost);
 
     TaskResult r;
     r.input = task;
@@ -149,8 +150,10 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
     r.seconds = seconds_since(start);
     std::string summary;
     for (const MetricValue& m : r.metrics) summary += fmt::format(" {} {:.4f}", m.name, m.value);
-    spdlog::info("task {}/{} {}:{} ({} documents, {:.1f}s)", ti + 1, tasks.size(), task.spec->name, summary, r.docs,
-                 r.seconds);
+    spdlog::info("task {}/{} {}:{} ({} documents, {:.1f}s, {} token positions: {:.0f}% of scoring each request "
+                 "whole)",
+                 ti + 1, tasks.size(), task.spec->name, summary, r.docs, r.seconds, cost.positions,
+                 100.0 * static_cast<double>(cost.positions) / static_cast<double>(std::max<int64_t>(1, cost.whole_positions)));
     if (options.keep_samples) {
       r.samples = std::move(docs);
       r.encoded = std::move(encoded);

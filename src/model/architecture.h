@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alps/model/causal_lm.h"
@@ -36,9 +37,18 @@ class Architecture {
   virtual std::string block_prefix(int64_t i) const = 0;
   /// Names the embedding stage and the head read (made resident by load_all).
   virtual std::vector<std::string> non_block_tensors() const = 0;
-  virtual at::Tensor embed(const WeightFn& w, const at::Tensor& ids) const = 0;
+  /// ids [batch, seq] at positions past .. past + seq - 1.
+  virtual at::Tensor embed(const WeightFn& w, const at::Tensor& ids, int64_t past) const = 0;
+  /// Block i on hidden [batch, seq, hidden] at positions cache->length() .. (0 without a cache); with a cache, the
+  /// queries also attend to its keys and values, and the block's own are appended to it.
   virtual at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& hidden,
-                                   const LinearObserver* observer) const = 0;
+                                   const LinearObserver* observer, BlockCache* cache) const = 0;
+  /// Whether the keys and values cached for positions before `length` equal those a forward over all `length`
+  /// positions computes (false where a position's encoding depends on the sequence's length).
+  virtual bool cache_exact(int64_t length) const {
+    (void)length;
+    return true;
+  }
   /// hidden -> logits [batch, seq, vocab] in fp32.
   virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
 };
@@ -76,12 +86,15 @@ void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaul
 
 /// Additive causal mask [seq, seq]: 0 on and below the diagonal, -inf above, in `dtype` on `device`.
 at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
-/// Causal multi-head attention. q [B, H, T, D], k and v [B, KV, T, D] with H a multiple of KV (query head h reads
-/// KV head h / (H / KV)); `scale` multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a
-/// time (0: sized from the problem), each chunk one batched matmul per KV group, without copying K or V. With
-/// `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention).
+/// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]
+/// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
+/// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
+/// problem), each chunk one batched matmul per KV group, without copying K or V. With `window` > 0, query i sees
+/// keys i - window + 1 .. i only (sliding-window attention).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            int64_t chunk = 0, int64_t window = 0);
+                            int64_t chunk = 0, int64_t window = 0, int64_t past = 0);
+/// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
+std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).
 at::Tensor apply_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 

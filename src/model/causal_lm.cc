@@ -219,34 +219,59 @@ void CausalLM::unload_block(int64_t i) {
     it = it->first.compare(0, prefix.size(), prefix) == 0 ? state_->resident.erase(it) : std::next(it);
 }
 
-at::Tensor CausalLM::embed(const at::Tensor& ids) const {
+KVCache KVCache::select_rows(const at::Tensor& rows) const {
+  KVCache out;
+  for (const BlockCache& b : blocks) {
+    const at::Tensor r = rows.to(b.keys.device(), at::kLong);
+    out.blocks.push_back({b.keys.index_select(0, r), b.values.index_select(0, r)});
+  }
+  return out;
+}
+
+at::Tensor CausalLM::embed(const at::Tensor& ids, int64_t past) const {
   const ModelConfig& c = state_->config;
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  ALPS_CHECK(ids.size(1) <= c.max_sequence_length(), "sequence of ", ids.size(1), " tokens exceeds the model's ",
-             c.max_positions, " positions (max_position_embeddings in ", (state_->dir / "config.json").string(), ")");
+  ALPS_CHECK(past >= 0 && past + ids.size(1) <= c.max_sequence_length(), "sequence of ", past + ids.size(1),
+             " tokens exceeds the model's ", c.max_positions, " positions (max_position_embeddings in ",
+             (state_->dir / "config.json").string(), ")");
   at::Tensor x = ids.to(state_->device, at::kLong);
   if (x.numel() > 0) {
     const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
     ALPS_CHECK(lo >= 0 && hi < c.vocab_size, "token ids must lie in [0, ", c.vocab_size, "), got [", lo, ", ", hi, "]");
   }
-  return state_->arch->embed(state_->weight_fn(), x);
+  return state_->arch->embed(state_->weight_fn(), x, past);
 }
 
 at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer) const {
   ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
   ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
              " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
-  return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer);
+  return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer,
+                                     nullptr);
 }
+
+at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, BlockCache& cache) const {
+  ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
+  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
+             " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
+  ALPS_CHECK(cache.length() == 0 || cache.keys.size(0) == hidden.size(0), "block ", i, ": a cache of ",
+             cache.keys.size(0), " sequences continued by a batch of ", hidden.size(0));
+  return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), nullptr,
+                                     &cache);
+}
+
+bool CausalLM::cache_exact(int64_t length) const { return state_->arch->cache_exact(length); }
 
 at::Tensor CausalLM::head(const at::Tensor& hidden) const {
   return state_->arch->head(state_->weight_fn(), hidden.to(state_->device, state_->dtype));
 }
 
-at::Tensor CausalLM::forward(const at::Tensor& ids) const {
-  at::Tensor h = embed(ids);
-  for (int64_t i = 0; i < num_blocks(); ++i) h = block_forward(i, h);
-  return head(h);
+at::Tensor CausalLM::forward(const at::Tensor& ids, KVCache* cache, bool last_only) const {
+  if (cache != nullptr) cache->blocks.resize(static_cast<size_t>(num_blocks()));
+  at::Tensor h = embed(ids, cache != nullptr ? cache->length() : 0);
+  for (int64_t i = 0; i < num_blocks(); ++i)
+    h = cache != nullptr ? block_forward(i, h, cache->blocks[static_cast<size_t>(i)]) : block_forward(i, h);
+  return head(last_only ? h.narrow(1, h.size(1) - 1, 1) : h);
 }
 
 std::vector<std::string> CausalLM::tensor_names() const {

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "alps/core/error.h"
 #include "architecture.h"
@@ -67,17 +68,17 @@ class Opt final : public Architecture {
     return n;
   }
 
-  at::Tensor embed(const WeightFn& w, const at::Tensor& ids) const override {
+  at::Tensor embed(const WeightFn& w, const at::Tensor& ids, int64_t past) const override {
     const int64_t T = ids.size(1);
-    ALPS_CHECK(T <= c_.max_positions, "OPT input of ", T, " tokens exceeds max_position_embeddings ",
+    ALPS_CHECK(past + T <= c_.max_positions, "OPT input of ", past + T, " tokens exceeds max_position_embeddings ",
                c_.max_positions);
     at::Tensor x = at::embedding(w(kPrefix + "embed_tokens.weight"), ids);
     if (project_) x = apply_linear(x, w(kPrefix + "project_in.weight"));
-    return x + w(kPrefix + "embed_positions.weight").narrow(0, kPositionOffset, T).unsqueeze(0);
+    return x + w(kPrefix + "embed_positions.weight").narrow(0, kPositionOffset + past, T).unsqueeze(0);
   }
 
   at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x,
-                           const LinearObserver* observer) const override {
+                           const LinearObserver* observer, BlockCache* cache) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, D = c_.head_dim;
     auto lin = [&](const std::string& name, const at::Tensor& in) {
@@ -92,7 +93,9 @@ class Opt final : public Architecture {
     at::Tensor q = lin("self_attn.q_proj", h).view({B, T, H, D}).transpose(1, 2);
     at::Tensor k = lin("self_attn.k_proj", h).view({B, T, H, D}).transpose(1, 2);
     at::Tensor v = lin("self_attn.v_proj", h).view({B, T, H, D}).transpose(1, 2);
-    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)));
+    const int64_t past = cache != nullptr ? cache->length() : 0;
+    std::tie(k, v) = extend_cache(cache, k, v);
+    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, 0, past);
     at::Tensor out = x + lin("self_attn.out_proj", a);
     if (!c_.do_layer_norm_before) out = norm("self_attn_layer_norm", out);
 

@@ -136,6 +136,43 @@ TEST_F(Scoring, BatchingAndOrderDoNotChangeScores) {
   }
 }
 
+// The choices of a question share their context: computed once, then continued from its keys and values. The
+// scores equal those of each request's whole input (one-token continuations, questions of equal context length in
+// one batch, a request cut on the left, which runs whole), and fewer positions are computed.
+TEST_F(Scoring, SharedContextsScoreAsWholeInputs) {
+  std::vector<EncodedRequest> reqs;
+  for (int q = 0; q < 6; ++q) {
+    std::vector<int64_t> ctx;
+    for (int i = 0; i < 4 + 3 * (q % 2); ++i) ctx.push_back(270 + (i * 11 + q * 5) % 200);
+    for (int c = 0; c < 1 + q % 4; ++c) {
+      std::vector<int64_t> cont;
+      for (int i = 0; i < 1 + (c + q) % 3; ++i) cont.push_back(300 + (i * 17 + c * 3 + q) % 150);
+      reqs.push_back({ctx, cont});
+    }
+  }
+  std::vector<int64_t> long_ctx;
+  for (int i = 0; i < 15; ++i) long_ctx.push_back(280 + i);
+  reqs.push_back({long_ctx, {290, 291}});  // 16 input tokens > max_length
+  reqs.push_back({long_ctx, {292}});       // 15 input tokens: shares nothing with the one above, which is cut
+  LoglikelihoodOptions shared, whole;
+  shared.max_length = whole.max_length = 15;
+  shared.batch_size = 3;
+  whole.reuse_context = false;
+  ScoringStats shared_cost, whole_cost;
+  const auto a = score_requests(*model_, reqs, shared, {}, &shared_cost);
+  const auto b = score_requests(*model_, reqs, whole, {}, &whole_cost);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood, 1e-4) << i;
+    EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
+    std::vector<int64_t> input = reqs[i].context;
+    input.insert(input.end(), reqs[i].continuation.begin(), reqs[i].continuation.end() - 1);
+    if (input.size() <= 15) EXPECT_NEAR(a[i].loglikelihood, reference(input, reqs[i].continuation), 1e-4) << i;
+  }
+  EXPECT_EQ(whole_cost.positions, whole_cost.whole_positions);
+  EXPECT_EQ(shared_cost.whole_positions, whole_cost.positions);
+  EXPECT_LT(shared_cost.positions, whole_cost.positions * 3 / 4);
+}
+
 TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
   // Greedy-decode 4 tokens after a prompt, then score them: is_greedy holds; change the last one and it does not.
   std::vector<int64_t> seq = {1, 403, 407};

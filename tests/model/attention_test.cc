@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "model/architecture.h"
 #include "support.h"
@@ -63,6 +64,26 @@ TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
   at::Tensor q = at::randn({1, 4, 30, 8}), k = at::randn({1, 2, 30, 8}), v = at::randn({1, 2, 30, 8});
   for (int64_t window : {30, 31, 1000})
     EXPECT_TRUE(causal_attention(q, k, v, 0.3, 0, window).equal(causal_attention(q, k, v, 0.3))) << window;
+}
+
+// Queries that continue a sequence (positions past .. past + T - 1 against all past + T keys, as with a KV cache)
+// give the last T rows of the whole sequence's attention, with and without a sliding window.
+TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
+  at::manual_seed(3);
+  for (auto [H, KV, S, past, window] : {std::tuple{4, 2, 37, 30, 0}, {4, 4, 50, 49, 0}, {6, 3, 100, 60, 16},
+                                        {2, 2, 12, 11, 4}, {4, 2, 20, 0, 0}}) {
+    const int64_t T = S - past;
+    at::Tensor q = at::randn({2, H, S, 16}), k = at::randn({2, KV, S, 16}), v = at::randn({2, KV, S, 16});
+    const at::Tensor ref = reference_attention(q, k, v, 0.25, window).narrow(1, past, T);
+    const int64_t terms = window > 0 ? window : S;
+    const double vmax = v.abs().max().item<double>();
+    const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+    const double tol = test::rounding_bound(16 + 2 * terms, vmax) + test::rounding_bound(16, score_scale) * vmax;
+    const at::Tensor tail = q.narrow(2, past, T);
+    for (int64_t chunk : {0, 1, 7})
+      EXPECT_ALL_CLOSE(causal_attention(tail, k, v, 0.25, chunk, window, past), ref, tol, 0)
+          << "H " << H << " KV " << KV << " past " << past << " window " << window << " chunk " << chunk;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -70,6 +71,36 @@ TEST_P(GoldenLogits, BlockByBlockEqualsForwardAndResidencyIsTransparent) {
   EXPECT_ALL_CLOSE(m.head(h), golden.tensor("logits"), tol, 0);
   m.load_all();
   EXPECT_ALL_CLOSE(m.forward(ids), golden.tensor("logits"), tol, 0);
+}
+
+// The same sequences fed in pieces through a KV cache (a prompt, single tokens as in decoding, a few at a time):
+// the same logits as transformers' whole forward, to the same bound. Where the cache cannot be exact (dynamic RoPE
+// beyond max_position_embeddings rotates every position by the whole length) the model says so, and the pieces
+// do differ there, so the rule is not vacuous.
+TEST_P(GoldenLogits, KVCacheInPiecesEqualsWholeForward) {
+  CausalLM m = CausalLM::load(fixture(GetParam()));
+  io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
+  for (const std::string& prefix : golden_prefixes(golden)) {
+    SCOPED_TRACE(prefix + "input_ids");
+    const at::Tensor ids = golden.tensor(prefix + "input_ids"), expected = golden.tensor(prefix + "logits");
+    const int64_t T = ids.size(1);
+    KVCache cache;
+    std::vector<at::Tensor> pieces;
+    for (int64_t s = 0, k = 0; s < T; ++k) {
+      const int64_t len = std::min<int64_t>(T - s, k == 0 ? 5 : k % 3 == 0 ? 3 : 1);
+      pieces.push_back(m.forward(ids.narrow(1, s, len), &cache));
+      s += len;
+      EXPECT_EQ(cache.length(), s);
+    }
+    const at::Tensor logits = at::cat(pieces, 1);
+    if (m.cache_exact(T)) {
+      EXPECT_ALL_CLOSE(logits, expected, logits_bound(m, expected), 0);
+    } else {
+      EXPECT_EQ(GetParam(), "llama_dynamic");
+      EXPECT_TRUE(m.cache_exact(m.config().max_positions));
+      EXPECT_GT((logits - expected).abs().max().item<double>(), 100 * logits_bound(m, expected));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,

@@ -7,6 +7,7 @@
 //    the single token BOS (EOS when the tokenizer has none);
 //  - the model sees (context + continuation)[-(max_length + 1):][:-1] (left truncation), and the score is the sum
 //    of the continuation tokens' log-softmax (fp32) and whether each is the argmax (is-greedy).
+// Unlike lm-eval, a context shared by several requests (the choices of a question) is computed once.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -35,15 +36,25 @@ struct LoglikelihoodOptions {
   bool add_bos = false;    ///< lm-eval's add_bos_token
   int64_t max_length = 0;  ///< tokens the model sees at most (0: the model's max_position_embeddings)
   int64_t batch_size = 1;  ///< requests per forward pass (sorted longest first, padded on the right)
+  /// Requests with the same context tokens compute the context once and continue from its keys and values (the
+  /// same numbers up to rounding); false scores every request's whole input, as lm-eval does.
+  bool reuse_context = true;
 };
 
 /// lm-eval's encoding of one request (see above).
 EncodedRequest encode_request(const tokenizer::Tokenizer& tokenizer, const Request& request, bool add_bos);
 
+/// What scoring cost.
+struct ScoringStats {
+  int64_t positions = 0;        ///< token positions run through the blocks (padding excluded)
+  int64_t whole_positions = 0;  ///< what scoring every request's whole input would have run
+};
+
 /// Scores every request with `model` as it is placed; results are in the order of `requests`. `on_progress` (may
-/// be empty) is called with the number of requests done after every batch.
+/// be empty) is called with the number of requests done after every batch; `stats` (may be null) receives the cost.
 std::vector<RequestScore> score_requests(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
                                          const LoglikelihoodOptions& options,
-                                         const std::function<void(int64_t)>& on_progress = {});
+                                         const std::function<void(int64_t)>& on_progress = {},
+                                         ScoringStats* stats = nullptr);
 
 }  // namespace alps::eval

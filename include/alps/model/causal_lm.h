@@ -22,6 +22,23 @@ using TensorMap = std::map<std::string, at::Tensor>;
 /// and its input activations [batch, seq, in] on the compute device.
 using LinearObserver = std::function<void(const std::string& linear, const at::Tensor& input)>;
 
+/// One block's keys and values for the positions already seen: [batch, kv_heads, length, head_dim] each, keys with
+/// their position encoding applied. Undefined before the first forward.
+struct BlockCache {
+  at::Tensor keys, values;
+  int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+};
+
+/// Every block's cache: a forward given one continues the sequences it holds (decoding one token per step, or
+/// scoring several continuations of one context) instead of recomputing their positions.
+struct KVCache {
+  std::vector<BlockCache> blocks;
+  /// Positions held (those of block 0, the first a forward extends).
+  int64_t length() const { return blocks.empty() ? 0 : blocks.front().length(); }
+  /// The sequences `rows` (int64 indices into the batch, repeats allowed) of every block.
+  KVCache select_rows(const at::Tensor& rows) const;
+};
+
 struct SaveOptions {
   /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
   int64_t max_shard_bytes = 5'000'000'000;
@@ -57,14 +74,23 @@ class CausalLM {
   void load_block(int64_t i);
   void unload_block(int64_t i);
 
-  /// Token ids [batch, seq] (int64) -> hidden states entering block 0, [batch, seq, hidden], compute dtype.
-  at::Tensor embed(const at::Tensor& ids) const;
+  /// Token ids [batch, seq] (int64) at positions past .. past + seq - 1 -> hidden states entering block 0,
+  /// [batch, seq, hidden], compute dtype.
+  at::Tensor embed(const at::Tensor& ids, int64_t past = 0) const;
   /// Block i on hidden [batch, seq, hidden] (causal attention over the whole sequence, positions 0..seq-1).
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
+  /// Block i continuing the sequences of `cache` (its positions cache.length() ..), whose keys and values it
+  /// extends.
+  at::Tensor block_forward(int64_t i, const at::Tensor& hidden, BlockCache& cache) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
-  /// embed, every block, head.
-  at::Tensor forward(const at::Tensor& ids) const;
+  /// embed, every block, head; with a cache, ids continue its sequences and extend it. `last_only`: the head runs
+  /// on the last position only (logits [batch, 1, vocab]).
+  at::Tensor forward(const at::Tensor& ids, KVCache* cache = nullptr, bool last_only = false) const;
+  /// Whether a cache extended up to `length` positions gives what one forward over them gives (up to rounding).
+  /// False only where a position's encoding depends on the sequence's length (dynamic RoPE scaling beyond
+  /// max_position_embeddings): recompute from an empty cache there.
+  bool cache_exact(int64_t length) const;
 
   /// Number of stored parameters (tied weights counted once).
   int64_t num_parameters() const;
