@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "alps/core/build_info.h"
-#include "alps/core/device.h"
+#include "alps/core/threads.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/prune/pattern.h"
@@ -169,8 +169,10 @@ int main(int argc, char** argv) {
   // the machine), so the ceiling is a few per core.
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   app.add_option("--threads", threads,
-                 "Threads of libtorch and of alps's own CPU passes, 1 to 4x the cores (default 0: libtorch's own "
-                 "setting, one pass thread per core; BLAS keeps its threads)")
+                 fmt::format("Cores alps may use, given to every thread pool: BLAS, libtorch's, alps's own passes "
+                             "(1 to 4x the cores; default: $OMP_NUM_THREADS if set, else the cores available, "
+                             "here {})",
+                             alps::default_threads()))
       ->check(CLI::Validator(
           [cores](std::string& text) -> std::string {
             if (alps::cli::int_range(0, 4 * cores)(text).empty()) return "";

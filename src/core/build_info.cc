@@ -1,7 +1,6 @@
 #include "alps/core/build_info.h"
 
 #include <ATen/Context.h>
-#include <ATen/Parallel.h>
 #include <torch/version.h>
 #include <link.h>
 #include <torch/cuda.h>
@@ -51,7 +50,7 @@ BuildInfo build_info() {
   // PyPI's libtorch links MKL statically: ATen's products run on it, alps's direct LAPACK calls on the library above.
   if (at::hasMKL()) info.blas += std::string(info.blas.empty() ? "" : ", ") + "MKL inside libtorch (ATen's products)";
   if (info.blas.empty()) info.blas = "none loaded as a shared library (statically linked inside libtorch)";
-  info.threads = at::get_num_threads();
+  info.threads = thread_settings();
   return info;
 }
 
@@ -63,7 +62,7 @@ std::string build_info_text(const BuildInfo& info) {
      << "cuda devices: "
      << (info.cuda_available ? std::to_string(info.cuda_devices) + " visible" : "none visible") << "\n"
      << "blas: " << info.blas << "\n"
-     << "threads: " << info.threads << "\n";
+     << "threads: " << thread_settings_text(info.threads) << "\n";
   return os.str();
 }
 

@@ -1,10 +1,8 @@
 #include "alps/core/device.h"
 
-#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
 #include "alps/core/error.h"
-#include "alps/core/parallel.h"
 
 namespace alps {
 
@@ -34,12 +32,6 @@ c10::ScalarType parse_dtype(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return c10::kBFloat16;
   if (name == "fp64" || name == "float64") return c10::kDouble;
   ALPS_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
-}
-
-void configure_threads(int n) {
-  if (n <= 0) return;
-  at::set_num_threads(n);
-  parallel_threads_cap() = n;
 }
 
 std::string dtype_name(c10::ScalarType t) {

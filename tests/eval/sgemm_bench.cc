@@ -2,7 +2,6 @@
 // as the yardstick for scripts/bench_eval.sh. Prints one JSON document: per shape the best GFLOP/s of `reps` runs.
 // Usage: alps_sgemm_bench [reps]
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +9,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "alps/core/threads.h"
+
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  const alps::ThreadSettings threads = alps::configure_threads(0);  // as `alps` sets them by default
   // [M, K] x [K, N]: OPT-125M's fc1 and lm_head products on one 2048-token window, and a square reference.
   const int64_t shapes[][3] = {{2048, 768, 3072}, {2048, 768, 50272}, {2048, 2048, 2048}};
   nlohmann::json out = nlohmann::json::array();
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
     best_overall = std::max(best_overall, best);
     out.push_back({{"m", s[0]}, {"k", s[1]}, {"n", s[2]}, {"gflops", best}});
   }
-  std::cout << nlohmann::json{{"threads", at::get_num_threads()}, {"shapes", out}, {"best_gflops", best_overall}}.dump()
+  std::cout << nlohmann::json{{"threads", alps::thread_settings_text(threads)}, {"shapes", out}, {"best_gflops", best_overall}}.dump()
             << std::endl;
   return 0;
 }

@@ -1,6 +1,8 @@
 #pragma once
 #include <string>
 
+#include "alps/core/threads.h"
+
 namespace alps {
 
 /// What a user needs to see at once to explain a slow or odd run (`alps --version`, reports).
@@ -13,7 +15,7 @@ struct BuildInfo {
   bool cuda_available = false;
   int cuda_devices = 0;
   std::string blas;  ///< shared BLAS library actually loaded (resolved path), or what libtorch was built with
-  int threads = 0;   ///< intra-op threads libtorch uses
+  ThreadSettings threads;  ///< the cores alps uses and each thread pool's share
 };
 
 BuildInfo build_info();

@@ -1,16 +1,17 @@
 #pragma once
-// Fork-join over an index range on plain threads, for the CPU vector kernels (fused ALPS/PCG passes). libtorch's
-// own pool is left at its default of one OpenMP thread (raising it made BLAS-bound work slower: the spinning
-// OpenMP workers compete with OpenBLAS's threads), so these passes bring their own threads.
+// Fork-join over an index range, for the CPU vector kernels (fused ALPS/PCG passes). libtorch's own OpenMP pool
+// stays at one thread where the BLAS library has a pool of its own (core/threads.h), so these passes bring their
+// own threads: a persistent pool whose idle workers sleep (never spin), so that between passes the cores belong
+// to BLAS.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <thread>
-#include <vector>
 
 namespace alps {
 
-/// Upper bound on the threads of a pass; 0 (the default) means one per core, at most 8. `--threads N` sets it.
+/// Upper bound on the threads of a pass; 0 means one per core, at most 8. `--threads N` sets it.
 inline std::atomic<int>& parallel_threads_cap() {
   static std::atomic<int> cap{0};
   return cap;
@@ -24,6 +25,11 @@ inline int parallel_threads(int64_t n, int64_t grain = int64_t{1} << 16) {
   return static_cast<int>(std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, cores));
 }
 
+/// Runs task(t) for t = 0 .. tasks - 1, task 0 on the calling thread and the others on the pool's workers, and
+/// returns when all are done. A call made while the pool is busy (from a worker, or from a second thread) runs
+/// its tasks one after another on the caller.
+void run_tasks(int tasks, const std::function<void(int)>& task);
+
 /// Runs fn(begin, end, t) on `threads` contiguous chunks of [0, n) (t = chunk index; chunk t - 1 ends where t
 /// begins), chunk 0 on the calling thread.
 template <class Fn>
@@ -33,11 +39,7 @@ void parallel_chunks(int64_t n, int threads, Fn&& fn) {
     return;
   }
   auto bound = [&](int t) { return t >= threads ? n : n * t / threads; };
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) workers.emplace_back([&, t] { fn(bound(t), bound(t + 1), t); });
-  fn(bound(0), bound(1), 0);
-  for (auto& w : workers) w.join();
+  run_tasks(threads, [&](int t) { fn(bound(t), bound(t + 1), t); });
 }
 
 }  // namespace alps

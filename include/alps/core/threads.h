@@ -1,0 +1,34 @@
+#pragma once
+// `--threads N`: the cores alps may use, given to every thread pool of the process at once. Matrix products run on
+// the BLAS library's pool where it has one (Debian's libtorch calls OpenBLAS, whose pthreads pool is separate from
+// libtorch's OpenMP pool); there libtorch's intra-op pool keeps one thread, because a second pool of spinning
+// OpenMP workers competes with BLAS for the same cores (on the 2-core development machine ALPS on a 768x768 layer
+// took 1.34 s with 2 OpenMP threads and 0.76 s with 1; docs/benchmarks.md). Where BLAS runs inside libtorch's
+// OpenMP pool (PyPI's libtorch, MKL), that pool gets the N threads. alps's own vector passes (core/parallel.h) get N
+// either way.
+#include <string>
+
+namespace alps {
+
+struct ThreadSettings {
+  int threads = 0;          ///< the cores alps may use
+  int blas = 0;             ///< the BLAS library's own pool (0: it has none; products run on libtorch's pool)
+  int intra_op = 0;         ///< libtorch's intra-op (OpenMP) pool
+  int passes = 0;           ///< alps's own CPU passes
+  std::string blas_library; ///< whose pool `blas` is ("OpenBLAS"), empty without one
+};
+
+/// The default of `--threads`: $OMP_NUM_THREADS when it holds a positive number (so that a parent limiting its
+/// children, such as a test runner, is obeyed), else the cores this process may run on.
+int default_threads();
+
+/// Sets every pool for `n` cores (n <= 0: default_threads()) and returns what each got.
+ThreadSettings configure_threads(int n);
+
+/// The pools as they are now.
+ThreadSettings thread_settings();
+
+/// "2 (OpenBLAS pool 2, libtorch intra-op 1, alps passes 2)".
+std::string thread_settings_text(const ThreadSettings& s);
+
+}  // namespace alps
