@@ -100,7 +100,13 @@ def main():
         tmp.write("".join(line + "\n" for i, line in enumerate(lines) if i not in skipped[name]))
         tmp.close()
         files[name] = tmp.name
-    lm = HFLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=args.batch_size)
+    # A model whose only tokenizer is tokenizer.json (SmolLM2) is read through PreTrainedTokenizerFast, which takes
+    # every pre-tokenizer step from the file; a tokenizer_config naming a slow class may otherwise rebuild it.
+    tokenizer = None
+    if not os.path.exists(os.path.join(model_dir, "tokenizer.model")) and \
+            os.path.exists(os.path.join(model_dir, "tokenizer.json")):
+        tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(model_dir)
+    lm = HFLM(pretrained=model_dir, tokenizer=tokenizer, dtype="float32", device="cpu", batch_size=args.batch_size)
     tm = TaskManager()
     out_dir = os.path.join(args.out, args.name)
     os.makedirs(out_dir, exist_ok=True)

@@ -45,8 +45,8 @@ CLI::Validator int_at_least(int64_t lo);
 CLI::Validator real_range(double lo, double hi, bool hi_open = false);
 /// A finite number > 0.
 CLI::Validator positive_real();
-/// 0 (the command's default) or an integer >= 2: a window of one token predicts nothing.
-CLI::Validator seqlen_or_default();
+/// 0 (the command's default) or an integer >= lo (a window of one token predicts nothing: lo = 2 for windows).
+CLI::Validator zero_or_at_least(int64_t lo);
 /// A sparsity in [0, 1) or N:M with 1 <= N <= M (prune::Pattern::parse).
 CLI::Validator pattern_text();
 

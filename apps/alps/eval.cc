@@ -110,7 +110,7 @@ void add_eval_command(CLI::App& app, Runner& runner) {
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")
       ->capture_default_str();
   cmd->add_option("--seqlen", a->seqlen, "Tokens per window, >= 2 (default 0: min(2048, max_position_embeddings))")
-      ->check(seqlen_or_default());
+      ->check(zero_or_at_least(2));
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")

@@ -126,14 +126,14 @@ CLI::Validator positive_real() {
       "NUMBER > 0");
 }
 
-CLI::Validator seqlen_or_default() {
+CLI::Validator zero_or_at_least(int64_t lo) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [lo](std::string& text) -> std::string {
         int64_t v = 0;
-        if (parse_integer(text, v) && (v == 0 || v >= 2)) return "";
-        return "expected 0 (the default) or an integer >= 2, got '" + text + "'";
+        if (parse_integer(text, v) && (v == 0 || v >= lo)) return "";
+        return fmt::format("expected 0 (the default) or an integer >= {}, got '{}'", lo, text);
       },
-      "0 or INT >= 2");
+      fmt::format("0 or INT >= {}", lo));
 }
 
 CLI::Validator pattern_text() {

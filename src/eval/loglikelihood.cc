@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "alps/core/error.h"
 #include "alps/eval/py_text.h"
@@ -85,8 +86,7 @@ void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>
     const std::vector<int64_t> batch(order.begin() + b0, order.begin() + b0 + b);
     std::vector<std::vector<int64_t>> inputs;
     for (int64_t r : batch) inputs.push_back(model_input(requests[static_cast<size_t>(r)], max_length));
-    at::Tensor h = model.embed(padded_ids(inputs).to(model.compute_device()));
-    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h);
+    const at::Tensor h = model.hidden_states(padded_ids(inputs).to(model.compute_device()));
     // Only the continuation positions go through the head.
     std::vector<at::Tensor> rows;
     std::vector<int64_t> targets, counts;
@@ -109,61 +109,108 @@ struct ContextGroup {
   std::vector<int64_t> requests;
 };
 
-// The context of each group runs once, with a KV cache; the continuations then run from copies of its cache. A
-// batch holds groups of one context length (so that every sequence's positions line up without masks) and at
-// most `batch_size` continuations.
+// Contexts of one forward and what they leave for their continuations.
+struct ContextBatch {
+  model::KVCache cache;
+  at::Tensor last;  // [contexts, hidden]: the final hidden state of each context's last token
+};
+
+// Runs groups[g0, g1) (longest context first) as one padded batch.
+ContextBatch run_contexts(const model::CausalLM& model, const std::vector<ContextGroup>& groups, size_t g0,
+                          size_t g1) {
+  std::vector<std::vector<int64_t>> contexts;
+  std::vector<int64_t> lengths;
+  for (size_t g = g0; g < g1; ++g) {
+    contexts.push_back(*groups[g].context);
+    lengths.push_back(static_cast<int64_t>(groups[g].context->size()));
+  }
+  ContextBatch out;
+  const at::Tensor h = model.hidden_states(padded_ids(contexts).to(model.compute_device()), &out.cache);
+  const at::Tensor length = at::tensor(lengths, at::kLong).to(h.device());
+  if (lengths.back() != lengths.front()) out.cache.pad_to(length);
+  out.last = h.index({at::arange(h.size(0), length.options()), length - 1});
+  return out;
+}
+
+// The context of each group runs once, with a KV cache; the continuations then run from copies of its cache.
+// Contexts run up to `batch_size` at a time, longest first and padded on the right while padding stays a small
+// part of the work (`ragged`; otherwise only contexts of one length share a forward). The caches of a window of
+// contexts (bounded in memory) are kept, and the window's continuations run `batch_size` at a time sorted by
+// length, so that little of a batch is padding.
 void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
-                  const std::vector<ContextGroup>& groups, int64_t batch_size, std::vector<RequestScore>& out,
-                  const std::function<void(int64_t)>& done) {
+                  const std::vector<ContextGroup>& groups, int64_t batch_size, bool ragged,
+                  std::vector<RequestScore>& out, const std::function<void(int64_t)>& done) {
+  const model::ModelConfig& c = model.config();
+  const int64_t slot_bytes = c.num_layers * 2 * c.num_kv_heads * c.head_dim *
+                             static_cast<int64_t>(c10::elementSize(model.compute_dtype()));
+  const int64_t window_slots = std::max<int64_t>(1, (int64_t{512} << 20) / slot_bytes);
   const c10::Device device = model.compute_device();
-  for (size_t g0 = 0; g0 < groups.size();) {
-    const size_t L = groups[g0].context->size();
-    size_t g1 = g0;
-    int64_t continuations = 0;
-    while (g1 < groups.size() && groups[g1].context->size() == L &&
-           (g1 == g0 || continuations + static_cast<int64_t>(groups[g1].requests.size()) <= batch_size)) {
-      continuations += static_cast<int64_t>(groups[g1].requests.size());
-      ++g1;
+  for (size_t w0 = 0; w0 < groups.size();) {
+    std::vector<ContextBatch> batches;
+    struct Row {
+      int64_t request, batch, context;
+    };
+    std::vector<Row> rows;
+    int64_t slots = 0;
+    size_t g0 = w0;
+    while (g0 < groups.size() && (batches.empty() || slots < window_slots)) {
+      // Longest first: L is the batch's width. A shorter context joins while padding stays under 1/8 of the work.
+      const size_t L = groups[g0].context->size();
+      size_t g1 = g0, tokens = 0;
+      while (g1 < groups.size() && static_cast<int64_t>(g1 - g0) < batch_size) {
+        const size_t n = groups[g1].context->size();
+        if (n != L && (!ragged || 8 * (g1 - g0 + 1) * L > 9 * (tokens + n))) break;
+        tokens += n;
+        ++g1;
+      }
+      for (size_t g = g0; g < g1; ++g)
+        for (int64_t r : groups[g].requests)
+          rows.push_back({r, static_cast<int64_t>(batches.size()), static_cast<int64_t>(g - g0)});
+      batches.push_back(run_contexts(model, groups, g0, g1));
+      slots += static_cast<int64_t>((g1 - g0) * L);
+      g0 = g1;
     }
-    std::vector<std::vector<int64_t>> contexts, tails;
-    std::vector<int64_t> batch, group_of, counts, targets;
-    for (size_t g = g0; g < g1; ++g) {
-      contexts.push_back(*groups[g].context);
-      for (int64_t r : groups[g].requests) {
-        const std::vector<int64_t>& cont = requests[static_cast<size_t>(r)].continuation;
-        batch.push_back(r);
-        group_of.push_back(static_cast<int64_t>(g - g0));
+    auto length = [&](const Row& row) { return requests[static_cast<size_t>(row.request)].continuation.size(); };
+    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return length(a) > length(b); });
+    for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(batch_size)) {
+      const size_t r1 = std::min(rows.size(), r0 + static_cast<size_t>(batch_size));
+      std::vector<std::vector<int64_t>> tails;
+      std::vector<int64_t> batch, counts, targets;
+      std::map<int64_t, std::vector<int64_t>> by_batch;  // context batch -> its contexts, in row order
+      for (size_t k = r0; k < r1; ++k) by_batch[rows[k].batch].push_back(rows[k].context);
+      // Rows grouped by context batch (the order of the caches concatenated below).
+      std::vector<Row> order(rows.begin() + static_cast<std::ptrdiff_t>(r0), rows.begin() + static_cast<std::ptrdiff_t>(r1));
+      std::stable_sort(order.begin(), order.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
+      std::vector<model::KVCache> parts;
+      std::vector<at::Tensor> firsts;
+      for (const auto& [b, contexts] : by_batch) {
+        const at::Tensor index = at::tensor(contexts, at::kLong).to(device);
+        firsts.push_back(batches[static_cast<size_t>(b)].last.index_select(0, index));
+        parts.push_back(batches[static_cast<size_t>(b)].cache.select_rows(index));
+      }
+      for (const Row& row : order) {
+        const std::vector<int64_t>& cont = requests[static_cast<size_t>(row.request)].continuation;
+        batch.push_back(row.request);
         counts.push_back(static_cast<int64_t>(cont.size()));
         tails.emplace_back(cont.begin(), cont.end() - 1);  // the last token is only predicted
+        targets.insert(targets.end(), cont.begin(), cont.end());
       }
+      const at::Tensor first = at::cat(firsts);  // [rows, hidden]
+      at::Tensor rest;
+      if (*std::max_element(counts.begin(), counts.end()) > 1) {
+        model::KVCache cache = model::KVCache::concat(parts);
+        parts.clear();
+        rest = model.hidden_states(padded_ids(tails).to(device), &cache);
+      }
+      std::vector<at::Tensor> states;
+      for (size_t k = 0; k < batch.size(); ++k) {
+        states.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
+        if (counts[k] > 1) states.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
+      }
+      accumulate(model, states, targets, batch, counts, out);
+      done(static_cast<int64_t>(batch.size()));
     }
-    model::KVCache cache;
-    cache.blocks.resize(static_cast<size_t>(model.num_blocks()));
-    at::Tensor h = model.embed(padded_ids(contexts).to(device));
-    for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h, cache.blocks[static_cast<size_t>(i)]);
-    // A context's last position predicts each continuation's first token.
-    const at::Tensor rows_of = at::tensor(group_of, at::kLong).to(device);
-    const at::Tensor first = h.select(1, static_cast<int64_t>(L) - 1).index_select(0, rows_of);  // [requests, hidden]
-    at::Tensor rest;
-    size_t width = 0;
-    for (const auto& t : tails) width = std::max(width, t.size());
-    if (width > 0) {
-      model::KVCache copies = cache.select_rows(rows_of);
-      cache = model::KVCache{};
-      rest = model.embed(padded_ids(tails).to(device), static_cast<int64_t>(L));
-      for (int64_t i = 0; i < model.num_blocks(); ++i)
-        rest = model.block_forward(i, rest, copies.blocks[static_cast<size_t>(i)]);
-    }
-    std::vector<at::Tensor> rows;
-    for (size_t k = 0; k < batch.size(); ++k) {
-      rows.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
-      if (counts[k] > 1) rows.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
-      const std::vector<int64_t>& cont = requests[static_cast<size_t>(batch[k])].continuation;
-      targets.insert(targets.end(), cont.begin(), cont.end());
-    }
-    accumulate(model, rows, targets, batch, counts, out);
-    done(static_cast<int64_t>(batch.size()));
-    g0 = g1;
+    w0 = g0;
   }
 }
 
@@ -219,7 +266,13 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     finished += k;
     if (on_progress) on_progress(finished);
   };
-  score_shared(model, requests, groups, options.batch_size, out, done);
+  // Padding inside a sliding window would shift what the window covers, so such models batch equal lengths only.
+  bool ragged = true;
+  for (int64_t i = 0; i < model.num_blocks(); ++i) {
+    const int64_t window = model.config().window_of_layer(i);
+    if (window > 0 && window < max_length) ragged = false;
+  }
+  score_shared(model, requests, groups, options.batch_size, ragged, out, done);
   score_whole(model, requests, whole, max_length, options.batch_size, out, done);
   return out;
 }

@@ -23,6 +23,13 @@ struct TensorSpec {
   bool optional = false;
 };
 
+/// Where a forward's T new tokens sit. Without a cache: positions 0 .. T - 1 (the default).
+struct Placement {
+  int64_t past = 0;       ///< cached slots before the first new token
+  at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
+  at::Tensor hidden_keys; ///< [batch, past + T] bool: keys no query sees (padding); undefined: none
+};
+
 /// Weight access for a forward: name -> tensor on the compute device in the compute dtype.
 using WeightFn = std::function<at::Tensor(const std::string&)>;
 
@@ -37,12 +44,11 @@ class Architecture {
   virtual std::string block_prefix(int64_t i) const = 0;
   /// Names the embedding stage and the head read (made resident by load_all).
   virtual std::vector<std::string> non_block_tensors() const = 0;
-  /// ids [batch, seq] at positions past .. past + seq - 1.
-  virtual at::Tensor embed(const WeightFn& w, const at::Tensor& ids, int64_t past) const = 0;
-  /// Block i on hidden [batch, seq, hidden] at positions cache->length() .. (0 without a cache); with a cache, the
-  /// queries also attend to its keys and values, and the block's own are appended to it.
+  virtual at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& at) const = 0;
+  /// Block i on hidden [batch, seq, hidden] placed at `at`; with a cache, the queries also attend to its keys and
+  /// values, and the block's own are appended to it.
   virtual at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& hidden,
-                                   const LinearObserver* observer, BlockCache* cache) const = 0;
+                                   const LinearObserver* observer, BlockCache* cache, const Placement& at) const = 0;
   /// Whether the keys and values cached for positions before `length` equal those a forward over all `length`
   /// positions computes (false where a position's encoding depends on the sequence's length).
   virtual bool cache_exact(int64_t length) const {
@@ -90,9 +96,11 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
 /// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
 /// problem), each chunk one batched matmul per KV group, without copying K or V. With `window` > 0, query i sees
-/// keys i - window + 1 .. i only (sliding-window attention).
+/// keys i - window + 1 .. i only (sliding-window attention). `hidden_keys` [B, past + T] bool (may be undefined)
+/// hides keys from every query; the window counts slots, so it cannot be combined with hidden keys inside it.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            int64_t chunk = 0, int64_t window = 0, int64_t past = 0);
+                            int64_t chunk = 0, int64_t window = 0, int64_t past = 0,
+                            const at::Tensor& hidden_keys = {});
 /// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).

@@ -29,9 +29,11 @@ at::Tensor sliding_window_mask(int64_t row0, int64_t rows, int64_t col0, int64_t
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk,
-                            int64_t window, int64_t past) {
+                            int64_t window, int64_t past, const at::Tensor& hidden_keys) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1), S = k.size(2);
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
+  ALPS_CHECK(!hidden_keys.defined() || window == 0 || S <= window,
+             "attention: a sliding window over padded sequences is not supported");
   const int64_t rep = H / KV;
   // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
   // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V.
@@ -60,6 +62,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
           .add_(sliding_window_mask(past + s, len, k0, n, window, dtype, scores.device()));
     else  // k0 = 0: the last len keys are the chunk's own positions
       scores.view({B, KV, rep, len, n}).narrow(-1, n - len, len).add_(causal_mask(len, dtype, scores.device()));
+    if (hidden_keys.defined())
+      scores.view({B, KV, rep * len, n})
+          .masked_fill_(hidden_keys.narrow(1, k0, n).view({B, 1, 1, n}), -std::numeric_limits<double>::infinity());
     // Softmax in fp32 even for half compute, as transformers does.
     at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
     scores.reset();

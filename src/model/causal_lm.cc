@@ -219,19 +219,87 @@ void CausalLM::unload_block(int64_t i) {
     it = it->first.compare(0, prefix.size(), prefix) == 0 ? state_->resident.erase(it) : std::next(it);
 }
 
+void KVCache::pad_to(const at::Tensor& lengths) {
+  ALPS_CHECK(lengths.dim() == 1 && !blocks.empty() && lengths.size(0) == blocks.front().keys.size(0),
+             "KV cache: expected one length per cached sequence");
+  const at::Tensor n = lengths.to(blocks.front().keys.device(), at::kLong);
+  ALPS_CHECK(n.numel() == 0 || (n.min().item<int64_t>() >= 1 && n.max().item<int64_t>() <= length()),
+             "KV cache: sequence lengths must lie in [1, ", length(), "]");
+  next_position = n;
+  hidden_keys = at::arange(length(), n.options()).unsqueeze(0) >= n.unsqueeze(1);
+}
+
 KVCache KVCache::select_rows(const at::Tensor& rows) const {
   KVCache out;
   for (const BlockCache& b : blocks) {
     const at::Tensor r = rows.to(b.keys.device(), at::kLong);
     out.blocks.push_back({b.keys.index_select(0, r), b.values.index_select(0, r)});
   }
+  const at::Tensor r = rows.to(at::kLong);
+  if (next_position.defined()) out.next_position = next_position.index_select(0, r.to(next_position.device()));
+  if (hidden_keys.defined()) out.hidden_keys = hidden_keys.index_select(0, r.to(hidden_keys.device()));
   return out;
 }
 
-at::Tensor CausalLM::embed(const at::Tensor& ids, int64_t past) const {
+KVCache KVCache::concat(const std::vector<KVCache>& parts) {
+  ALPS_CHECK(!parts.empty(), "KV cache: nothing to concatenate");
+  int64_t width = 0;
+  bool ragged = false;
+  for (const KVCache& p : parts) {
+    ALPS_CHECK(p.blocks.size() == parts.front().blocks.size() && p.length() > 0,
+               "KV cache: only filled caches of one model concatenate");
+    ragged = ragged || p.hidden_keys.defined() || p.next_position.defined() || p.length() != parts.front().length();
+    width = std::max(width, p.length());
+  }
+  KVCache out;
+  for (size_t b = 0; b < parts.front().blocks.size(); ++b) {
+    std::vector<at::Tensor> keys, values;
+    for (const KVCache& p : parts) {
+      const BlockCache& c = p.blocks[b];
+      const int64_t pad = width - c.length();
+      keys.push_back(pad > 0 ? at::constant_pad_nd(c.keys, {0, 0, 0, pad}) : c.keys);
+      values.push_back(pad > 0 ? at::constant_pad_nd(c.values, {0, 0, 0, pad}) : c.values);
+    }
+    out.blocks.push_back({at::cat(keys), at::cat(values)});
+  }
+  if (ragged) {
+    std::vector<at::Tensor> next, hidden;
+    for (const KVCache& p : parts) {
+      const at::TensorOptions on = at::TensorOptions(p.blocks.front().keys.device());
+      const int64_t rows = p.blocks.front().keys.size(0), pad = width - p.length();
+      next.push_back(p.next_position.defined() ? p.next_position
+                                               : at::full({rows}, p.length(), on.dtype(at::kLong)));
+      at::Tensor h = p.hidden_keys.defined() ? p.hidden_keys : at::zeros({rows, p.length()}, on.dtype(at::kBool));
+      hidden.push_back(pad > 0 ? at::cat({h, at::ones({rows, pad}, h.options())}, 1) : h);
+    }
+    out.next_position = at::cat(next);
+    out.hidden_keys = at::cat(hidden);
+  }
+  return out;
+}
+
+int64_t KVCache::bytes_per_slot() const {
+  int64_t bytes = 0;
+  for (const BlockCache& b : blocks)
+    if (b.keys.defined()) bytes += 2 * b.keys.size(1) * b.keys.size(3) * static_cast<int64_t>(b.keys.element_size());
+  return bytes;
+}
+
+namespace {
+
+void check_hidden(const ModelConfig& c, int64_t i, const at::Tensor& hidden) {
+  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == c.hidden_size, "block ", i, " input: expected [batch, seq, ",
+             c.hidden_size, "], got ", shape_str(hidden.sizes()));
+}
+
+}  // namespace
+
+at::Tensor CausalLM::embed(const at::Tensor& ids) const { return embed_at(ids, Placement{}); }
+
+at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const {
   const ModelConfig& c = state_->config;
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  ALPS_CHECK(past >= 0 && past + ids.size(1) <= c.max_sequence_length(), "sequence of ", past + ids.size(1),
+  ALPS_CHECK(at.past + ids.size(1) <= c.max_sequence_length(), "sequence of ", at.past + ids.size(1),
              " tokens exceeds the model's ", c.max_positions, " positions (max_position_embeddings in ",
              (state_->dir / "config.json").string(), ")");
   at::Tensor x = ids.to(state_->device, at::kLong);
@@ -239,25 +307,14 @@ at::Tensor CausalLM::embed(const at::Tensor& ids, int64_t past) const {
     const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
     ALPS_CHECK(lo >= 0 && hi < c.vocab_size, "token ids must lie in [0, ", c.vocab_size, "), got [", lo, ", ", hi, "]");
   }
-  return state_->arch->embed(state_->weight_fn(), x, past);
+  return state_->arch->embed(state_->weight_fn(), x, at);
 }
 
 at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer) const {
   ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
-  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
-             " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
+  check_hidden(state_->config, i, hidden);
   return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer,
-                                     nullptr);
-}
-
-at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, BlockCache& cache) const {
-  ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
-  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
-             " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
-  ALPS_CHECK(cache.length() == 0 || cache.keys.size(0) == hidden.size(0), "block ", i, ": a cache of ",
-             cache.keys.size(0), " sequences continued by a batch of ", hidden.size(0));
-  return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), nullptr,
-                                     &cache);
+                                     nullptr, Placement{});
 }
 
 bool CausalLM::cache_exact(int64_t length) const { return state_->arch->cache_exact(length); }
@@ -266,11 +323,33 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
   return state_->arch->head(state_->weight_fn(), hidden.to(state_->device, state_->dtype));
 }
 
-at::Tensor CausalLM::forward(const at::Tensor& ids, KVCache* cache, bool last_only) const {
-  if (cache != nullptr) cache->blocks.resize(static_cast<size_t>(num_blocks()));
-  at::Tensor h = embed(ids, cache != nullptr ? cache->length() : 0);
+at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const {
+  if (cache == nullptr) {
+    at::Tensor h = embed(ids);
+    for (int64_t i = 0; i < num_blocks(); ++i) h = block_forward(i, h);
+    return h;
+  }
+  ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
+  cache->blocks.resize(static_cast<size_t>(num_blocks()));
+  const int64_t B = ids.size(0), T = ids.size(1);
+  ALPS_CHECK(cache->length() == 0 || cache->blocks.front().keys.size(0) == B, "a KV cache of ",
+             cache->blocks.front().keys.size(0), " sequences continued by a batch of ", B);
+  Placement at;
+  at.past = cache->length();
+  if (cache->next_position.defined())
+    at.positions = cache->next_position.unsqueeze(1) + at::arange(T, cache->next_position.options());
+  if (cache->hidden_keys.defined())
+    at.hidden_keys = at::cat({cache->hidden_keys, at::zeros({B, T}, cache->hidden_keys.options())}, 1);
+  at::Tensor h = embed_at(ids, at);
   for (int64_t i = 0; i < num_blocks(); ++i)
-    h = cache != nullptr ? block_forward(i, h, cache->blocks[static_cast<size_t>(i)]) : block_forward(i, h);
+    h = state_->arch->block_forward(state_->weight_fn(), i, h, nullptr, &cache->blocks[static_cast<size_t>(i)], at);
+  if (cache->next_position.defined()) cache->next_position = cache->next_position + T;
+  cache->hidden_keys = at.hidden_keys;
+  return h;
+}
+
+at::Tensor CausalLM::forward(const at::Tensor& ids, KVCache* cache, bool last_only) const {
+  const at::Tensor h = hidden_states(ids, cache);
   return head(last_only ? h.narrow(1, h.size(1) - 1, 1) : h);
 }
 

@@ -110,15 +110,14 @@ class Llama final : public Architecture {
     return {"model.embed_tokens.weight", "model.norm.weight", head_name()};
   }
 
-  at::Tensor embed(const WeightFn& w, const at::Tensor& ids, int64_t /*past: RoPE places positions*/) const override {
+  at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& /*RoPE places tokens*/) const override {
     return at::embedding(w("model.embed_tokens.weight"), ids);
   }
 
   at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x,
-                           const LinearObserver* observer, BlockCache* cache) const override {
+                           const LinearObserver* observer, BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, KV = c_.num_kv_heads, D = c_.head_dim;
-    const int64_t past = cache != nullptr ? cache->length() : 0;
     auto lin = [&](const std::string& name, const at::Tensor& in, bool bias) {
       if (observer != nullptr) (*observer)(name, in);
       return apply_linear(in, w(p + name + ".weight"), bias ? w(p + name + ".bias") : at::Tensor());
@@ -129,11 +128,12 @@ class Llama final : public Architecture {
     at::Tensor q = lin("self_attn.q_proj", h, qkv_bias).view({B, T, H, D}).transpose(1, 2);
     at::Tensor k = lin("self_attn.k_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
     at::Tensor v = lin("self_attn.v_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
-    auto [cos, sin] = rope_tables(past, T, x.device(), x.scalar_type());
+    auto [cos, sin] = rope_tables(at, T, x.device(), x.scalar_type());
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
     std::tie(k, v) = extend_cache(cache, k, v.contiguous());
-    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, c_.window_of_layer(i), past);
+    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, c_.window_of_layer(i),
+                                    at.past, at.hidden_keys);
     at::Tensor out = x + lin("self_attn.o_proj", a, c_.attention_bias);
 
     h = rms_norm(out, w(p + "post_attention_layernorm.weight"));
@@ -209,13 +209,15 @@ class Llama final : public Architecture {
     return 1.0 / at::pow(base, exponent);
   }
 
-  // cos/sin [1, 1, T, D] for positions past .. past + T - 1 of a sequence of past + T positions, computed in fp32
-  // like transformers, then cast to the compute dtype.
-  std::pair<at::Tensor, at::Tensor> rope_tables(int64_t past, int64_t T, c10::Device device,
+  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D], or [B, 1, T, D] with positions per sequence) in a
+  // sequence of at.past + T slots, computed in fp32 like transformers, then cast to the compute dtype.
+  std::pair<at::Tensor, at::Tensor> rope_tables(const Placement& at, int64_t T, c10::Device device,
                                                 c10::ScalarType dtype) const {
-    at::Tensor positions = at::arange(past, past + T, at::kLong).to(at::kFloat).to(device);
-    at::Tensor freqs = at::outer(positions, inv_freq(past + T).to(device));  // [T, D/2]
-    at::Tensor emb = at::cat({freqs, freqs}, -1).view({1, 1, T, c_.head_dim});
+    const at::Tensor positions = at.positions.defined() ? at.positions.to(device)
+                                                        : at::arange(at.past, at.past + T, at::kLong).to(device);
+    const at::Tensor inv = inv_freq(at.past + T).to(device);
+    at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv;  // [B or 1, T, D/2]
+    at::Tensor emb = at::cat({freqs, freqs}, -1).view({-1, 1, T, c_.head_dim});
     return {emb.cos().to(dtype), emb.sin().to(dtype)};
   }
 

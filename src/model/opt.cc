@@ -68,17 +68,21 @@ class Opt final : public Architecture {
     return n;
   }
 
-  at::Tensor embed(const WeightFn& w, const at::Tensor& ids, int64_t past) const override {
+  at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& at) const override {
     const int64_t T = ids.size(1);
-    ALPS_CHECK(past + T <= c_.max_positions, "OPT input of ", past + T, " tokens exceeds max_position_embeddings ",
-               c_.max_positions);
+    ALPS_CHECK(at.past + T <= c_.max_positions, "OPT input of ", at.past + T,
+               " tokens exceeds max_position_embeddings ", c_.max_positions);
     at::Tensor x = at::embedding(w(kPrefix + "embed_tokens.weight"), ids);
     if (project_) x = apply_linear(x, w(kPrefix + "project_in.weight"));
-    return x + w(kPrefix + "embed_positions.weight").narrow(0, kPositionOffset + past, T).unsqueeze(0);
+    const at::Tensor table = w(kPrefix + "embed_positions.weight");
+    if (at.positions.defined())  // per sequence; each below at.past + T, checked above
+      return x + table.index_select(0, (at.positions + kPositionOffset).flatten().to(table.device()))
+                     .view({ids.size(0), T, -1});
+    return x + table.narrow(0, kPositionOffset + at.past, T).unsqueeze(0);
   }
 
   at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x,
-                           const LinearObserver* observer, BlockCache* cache) const override {
+                           const LinearObserver* observer, BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, D = c_.head_dim;
     auto lin = [&](const std::string& name, const at::Tensor& in) {
@@ -93,9 +97,8 @@ class Opt final : public Architecture {
     at::Tensor q = lin("self_attn.q_proj", h).view({B, T, H, D}).transpose(1, 2);
     at::Tensor k = lin("self_attn.k_proj", h).view({B, T, H, D}).transpose(1, 2);
     at::Tensor v = lin("self_attn.v_proj", h).view({B, T, H, D}).transpose(1, 2);
-    const int64_t past = cache != nullptr ? cache->length() : 0;
     std::tie(k, v) = extend_cache(cache, k, v);
-    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, 0, past);
+    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, 0, at.past, at.hidden_keys);
     at::Tensor out = x + lin("self_attn.out_proj", a);
     if (!c_.do_layer_norm_before) out = norm("self_attn_layer_norm", out);
 

@@ -2,10 +2,14 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <type_traits>
 
 #include "alps/core/error.h"
 #include "alps/io/json_fields.h"
 #include "alps/io/text_files.h"
+#include "alps/prune/method.h"
+#include "alps/prune/refit.h"
 
 namespace alps::pipeline {
 
@@ -37,7 +41,77 @@ json options_of(io::JsonFields& f, const std::string& where) {
   return *options;
 }
 
+// A knob's field in `r`, whatever its type.
+template <typename Fn>
+void visit_field(const RecipeKnob& k, Recipe& r, Fn&& fn) {
+  std::visit([&](auto field) { fn(r.*field); }, k.field);
+}
+template <typename Fn>
+void visit_field(const RecipeKnob& k, const Recipe& r, Fn&& fn) {
+  std::visit([&](auto field) { fn(r.*field); }, k.field);
+}
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
 }  // namespace
+
+const std::vector<RecipeKnob>& recipe_knobs() {
+  static const std::vector<RecipeKnob> knobs = [] {
+    using K = RecipeKnob;
+    std::vector<K> k;
+    k.push_back({"method", false, "--method", "Pruning method (`alps methods` lists them with their options)",
+                 &Recipe::method, prune::method_names()});
+    k.push_back({"refine", false, "--refine",
+                 "Refit after the method: none, pcg or exact (ALPS ends with its own PCG refit; this adds another)",
+                 &Recipe::refine, prune::refine_names()});
+    k.push_back({"refine_iterations", false, "--refine-iterations", "PCG iterations of --refine pcg",
+                 &Recipe::refine_iterations, {}, 0});
+    k.push_back({"source", true, "--calib", "Calibration text: c4 (data dir) or a .txt / .jsonl[.gz] file",
+                 &Recipe::calib});
+    k.push_back({"nsamples", true, "--nsamples", "Calibration windows", &Recipe::nsamples, {}, 1});
+    k.push_back({"seqlen", true, "--seqlen", "Tokens per calibration window", &Recipe::seqlen, {}, 2});
+    k.push_back({"seed", true, "--seed", "Calibration sampling seed", &Recipe::seed});
+    k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device});
+    k.push_back({"dtype", false, "--dtype", "Compute dtype of the forward passes: fp32, or fp16/bf16 on CUDA",
+                 &Recipe::dtype});
+    k.push_back({"batch_size", false, "--batch-size", "Calibration windows per forward call", &Recipe::batch_size,
+                 {}, 1});
+    k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",
+                 &Recipe::stats_dtype, {"fp32", "fp64"}});
+    k.push_back({"stats_device", false, "--stats-device",
+                 "Where the Gram matrices accumulate: compute (the --device) or cpu (saves GPU memory; every linear "
+                 "input then crosses to the host)",
+                 &Recipe::stats_device, {"compute", "cpu"}});
+    k.push_back({"eval_seqlen", false, "--eval-seqlen", "Window of --eval (0: min(2048, max positions))",
+                 &Recipe::eval_seqlen, {}, 2, true});
+    k.push_back({"eval_max_windows", false, "--eval-max-windows",
+                 "Perplexity of --eval over at most N windows per dataset (0: all)", &Recipe::eval_max_windows, {}, 0});
+    k.push_back({"eval_limit", false, "--eval-limit", "Zero-shot tasks of --eval over their first N documents (0: all)",
+                 &Recipe::eval_limit, {}, 0});
+    return k;
+  }();
+  return knobs;
+}
+
+void check_recipe(const Recipe& r, const std::string& origin) {
+  for (const RecipeKnob& k : recipe_knobs())
+    visit_field(k, r, [&](const auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<T, std::string>) {
+        if (k.choices.empty()) return;
+        ALPS_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
+                   k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'");
+      } else if constexpr (std::is_signed_v<T>) {
+        if (!k.min || value >= *k.min || (k.zero_means_default && value == 0)) return;
+        ALPS_FAIL(origin, ": \"", k.path(), "\" must be ", k.zero_means_default ? "0 (the default) or " : "",
+                  "at least ", *k.min, ", got ", value);
+      }
+    });
+}
 
 bool glob_match(const std::string& pattern, const std::string& name) {
   return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
@@ -47,22 +121,17 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   io::JsonFields f(j, origin);
   Recipe r;
   f.get("description");
-  f.read("method", r.method);
-  if (auto p = pattern_of(f, origin)) r.pattern = *p;
-  f.read("refine", r.refine);
   // ALPS has an option of this name (its own refit); the recipe's knob is the separate --refine step's.
   ALPS_CHECK(f.get("pcg_iterations") == nullptr, origin, ": key \"pcg_iterations\" is now \"refine_iterations\" "
              "(iterations of refine: pcg); ALPS's own refit is the method option \"pcg_iterations\" under \"options\"");
-  f.read("refine_iterations", r.refine_iterations);
+  static const json kAbsent;  // reads as an empty object
+  const json* c = f.get("calibration");
+  io::JsonFields cf(c != nullptr ? *c : kAbsent, origin + " calibration");
+  for (const RecipeKnob& k : recipe_knobs())
+    visit_field(k, r, [&](auto& field) { (k.calibration ? cf : f).read(k.key, field); });
+  cf.finish();
+  if (auto p = pattern_of(f, origin)) r.pattern = *p;
   r.options = options_of(f, origin);
-  if (const json* c = f.get("calibration")) {
-    io::JsonFields cf(*c, origin + " calibration");
-    cf.read("source", r.calib);
-    cf.read("nsamples", r.nsamples);
-    cf.read("seqlen", r.seqlen);
-    cf.read("seed", r.seed);
-    cf.finish();
-  }
   f.read("skip", r.skip);
   if (const json* overrides = f.get("overrides")) {
     ALPS_CHECK(overrides->is_array(), origin, ": \"overrides\" must be an array");
@@ -81,16 +150,9 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
       r.overrides.push_back(std::move(rule));
     }
   }
-  f.read("device", r.device);
-  f.read("dtype", r.dtype);
-  f.read("batch_size", r.batch_size);
-  f.read("stats_dtype", r.stats_dtype);
-  f.read("stats_device", r.stats_device);
   f.read("eval", r.eval);
-  f.read("eval_seqlen", r.eval_seqlen);
-  f.read("eval_max_windows", r.eval_max_windows);
-  f.read("eval_limit", r.eval_limit);
   f.finish();
+  check_recipe(r, origin);
   return r;
 }
 
@@ -109,23 +171,11 @@ json recipe_to_json(const Recipe& r) {
     if (!o.options.empty()) x["options"] = o.options;
     overrides.push_back(x);
   }
-  return {{"method", r.method},
-          {"pattern", r.pattern},
-          {"refine", r.refine},
-          {"refine_iterations", r.refine_iterations},
-          {"options", r.options},
-          {"calibration", {{"source", r.calib}, {"nsamples", r.nsamples}, {"seqlen", r.seqlen}, {"seed", r.seed}}},
-          {"skip", r.skip},
-          {"overrides", overrides},
-          {"device", r.device},
-          {"dtype", r.dtype},
-          {"batch_size", r.batch_size},
-          {"stats_dtype", r.stats_dtype},
-          {"stats_device", r.stats_device},
-          {"eval", r.eval},
-          {"eval_seqlen", r.eval_seqlen},
-          {"eval_max_windows", r.eval_max_windows},
-          {"eval_limit", r.eval_limit}};
+  json out = {{"pattern", r.pattern},       {"options", r.options}, {"skip", r.skip},
+              {"overrides", overrides},       {"eval", r.eval},       {"calibration", json::object()}};
+  for (const RecipeKnob& k : recipe_knobs())
+    visit_field(k, r, [&](const auto& value) { (k.calibration ? out["calibration"] : out)[k.key] = value; });
+  return out;
 }
 
 LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {

@@ -185,18 +185,12 @@ OutputRequest output_request(const PruneJob& job) {
 // plan it built. The caller also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
 std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m) {
   const Recipe& r = job.recipe;
-  ALPS_CHECK(r.nsamples > 0, "nsamples must be positive, got ", r.nsamples);
-  ALPS_CHECK(r.seqlen > 1, "seqlen must be at least 2, got ", r.seqlen);
-  ALPS_CHECK(r.batch_size > 0, "batch size must be positive, got ", r.batch_size);
-  ALPS_CHECK(r.refine_iterations >= 0, "refine iterations must be >= 0, got ", r.refine_iterations);
+  check_recipe(r, "recipe");
   ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
   const auto dtype = parse_dtype(r.dtype);
   const auto device = resolve_device(r.device);
   ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "compute dtype ", r.dtype,
              " needs a CUDA device; use fp32 on the CPU");
-  parse_dtype(r.stats_dtype);
-  ALPS_CHECK(r.stats_device == "compute" || r.stats_device == "cpu", "stats_device must be compute or cpu, got '",
-             r.stats_device, "'");
   check_output_request(output_request(job));
   ALPS_CHECK(r.seqlen <= m.config().max_sequence_length(), "seqlen ", r.seqlen, " exceeds the model's ",
              m.config().max_positions, " positions");
@@ -213,8 +207,6 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
   eval::plan_evaluation(r.eval, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_sequence_length(), "evaluation seqlen ", r.eval_seqlen,
              " exceeds the model's ", m.config().max_positions, " positions");
-  ALPS_CHECK(r.eval_max_windows >= 0, "evaluation max windows must be >= 0 (0: all), got ", r.eval_max_windows);
-  ALPS_CHECK(r.eval_limit >= 0, "evaluation limit must be >= 0 (0: all documents), got ", r.eval_limit);
   return plan;
 }
 

@@ -27,6 +27,12 @@ std::string_view refine_name(Refine r) {
   return "none";
 }
 
+std::vector<std::string> refine_names() {
+  std::vector<std::string> names;
+  for (Refine r : {Refine::kNone, Refine::kPcg, Refine::kExact}) names.emplace_back(refine_name(r));
+  return names;
+}
+
 namespace {
 using detail::damped_gram;
 

@@ -103,6 +103,37 @@ TEST_P(GoldenLogits, KVCacheInPiecesEqualsWholeForward) {
   }
 }
 
+// Two sequences of different lengths in one batch, padded on the right and declared with pad_to, continue each
+// at its own position without seeing the padding: their logits are transformers' for each sequence alone. A
+// sliding window shorter than the batch cannot be combined with padding (it counts slots), and says so.
+TEST_P(GoldenLogits, PaddedSequencesContinueAsIfAlone) {
+  CausalLM m = CausalLM::load(fixture(GetParam()));
+  io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
+  const std::string prefix = m.cache_exact(golden.tensor("input_ids").size(1)) ? "" : "short.";
+  const at::Tensor ids = golden.tensor(prefix + "input_ids"), expected = golden.tensor(prefix + "logits");
+  const int64_t T = ids.size(1), n0 = T - 6, n1 = T - 3;
+  at::Tensor context = ids.narrow(1, 0, n1).clone();
+  context[0].narrow(0, n0, n1 - n0).fill_(0);  // row 0 is n0 tokens long: the rest is padding
+  KVCache cache;
+  const at::Tensor first = m.forward(context, &cache);
+  cache.pad_to(at::tensor({n0, n1}, at::kLong));
+  const at::Tensor more = at::stack({ids[0].narrow(0, n0, 3), ids[1].narrow(0, n1, 3)});
+  bool windowed = false;  // some layer's window hides keys of this batch
+  for (int64_t i = 0; i < m.num_blocks(); ++i)
+    windowed = windowed || (m.config().window_of_layer(i) > 0 && m.config().window_of_layer(i) < T);
+  if (windowed) {
+    EXPECT_THROW(m.forward(more, &cache), Error);
+    return;
+  }
+  const at::Tensor next = m.forward(more, &cache);
+  const double tol = logits_bound(m, expected);
+  EXPECT_ALL_CLOSE(first[0].narrow(0, 0, n0), expected[0].narrow(0, 0, n0), tol, 0);
+  EXPECT_ALL_CLOSE(first[1], expected[1].narrow(0, 0, n1), tol, 0);
+  EXPECT_ALL_CLOSE(next[0], expected[0].narrow(0, n0, 3), tol, 0);
+  EXPECT_ALL_CLOSE(next[1], expected[1].narrow(0, n1, 3), tol, 0);
+  EXPECT_TRUE(cache.next_position.equal(at::tensor({n0 + 3, n1 + 3}, at::kLong)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,
                          ::testing::Values("opt_pre", "opt_post", "opt_proj", "llama_gqa", "llama_bias_bf16",
                                            "llama_dynamic", "mistral_swa", "qwen2_linear", "qwen2_swa"));

@@ -30,13 +30,26 @@ struct BlockCache {
 };
 
 /// Every block's cache: a forward given one continues the sequences it holds (decoding one token per step, or
-/// scoring several continuations of one context) instead of recomputing their positions.
+/// scoring several continuations of one context) instead of recomputing their positions. Sequences of different
+/// lengths share one batch padded on the right: after pad_to(lengths), each continues at its own length and no
+/// later position sees its padding.
 struct KVCache {
   std::vector<BlockCache> blocks;
-  /// Positions held (those of block 0, the first a forward extends).
+  /// [batch] int64: the position of each sequence's next token. Undefined: length() for every sequence.
+  at::Tensor next_position;
+  /// [batch, length()] bool: cached keys that no later position sees (padding). Undefined: none.
+  at::Tensor hidden_keys;
+
+  /// Slots held (those of block 0, the first a forward extends).
   int64_t length() const { return blocks.empty() ? 0 : blocks.front().length(); }
+  /// Declares sequence b to be `lengths[b]` tokens long: its slots from there to length() are padding.
+  void pad_to(const at::Tensor& lengths);
   /// The sequences `rows` (int64 indices into the batch, repeats allowed) of every block.
   KVCache select_rows(const at::Tensor& rows) const;
+  /// The sequences of `parts` one after another in one batch; shorter caches are padded on the right.
+  static KVCache concat(const std::vector<KVCache>& parts);
+  /// Bytes one cached slot of one sequence takes, over all blocks.
+  int64_t bytes_per_slot() const;
 };
 
 struct SaveOptions {
@@ -45,6 +58,7 @@ struct SaveOptions {
 };
 
 class Architecture;  // per-family forward (llama.cc, opt.cc)
+struct Placement;   // where a forward's tokens sit (architecture.h)
 
 class CausalLM {
  public:
@@ -74,18 +88,17 @@ class CausalLM {
   void load_block(int64_t i);
   void unload_block(int64_t i);
 
-  /// Token ids [batch, seq] (int64) at positions past .. past + seq - 1 -> hidden states entering block 0,
+  /// Token ids [batch, seq] (int64) at positions 0 .. seq - 1 -> hidden states entering block 0,
   /// [batch, seq, hidden], compute dtype.
-  at::Tensor embed(const at::Tensor& ids, int64_t past = 0) const;
+  at::Tensor embed(const at::Tensor& ids) const;
   /// Block i on hidden [batch, seq, hidden] (causal attention over the whole sequence, positions 0..seq-1).
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
-  /// Block i continuing the sequences of `cache` (its positions cache.length() ..), whose keys and values it
-  /// extends.
-  at::Tensor block_forward(int64_t i, const at::Tensor& hidden, BlockCache& cache) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
-  /// embed, every block, head; with a cache, ids continue its sequences and extend it. `last_only`: the head runs
-  /// on the last position only (logits [batch, 1, vocab]).
+  /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its
+  /// sequences and extend it.
+  at::Tensor hidden_states(const at::Tensor& ids, KVCache* cache = nullptr) const;
+  /// hidden_states, then the head. `last_only`: the head runs on the last position only (logits [batch, 1, vocab]).
   at::Tensor forward(const at::Tensor& ids, KVCache* cache = nullptr, bool last_only = false) const;
   /// Whether a cache extended up to `length` positions gives what one forward over them gives (up to rounding).
   /// False only where a position's encoding depends on the sequence's length (dynamic RoPE scaling beyond
@@ -118,6 +131,7 @@ class CausalLM {
 
  private:
   CausalLM();
+  at::Tensor embed_at(const at::Tensor& ids, const Placement& at) const;
   struct State;
   std::unique_ptr<State> state_;
 };

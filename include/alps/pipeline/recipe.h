@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace alps::pipeline {
@@ -43,7 +44,30 @@ struct Recipe {
   int64_t eval_limit = 0;            ///< zero-shot tasks over their first this many documents (0: all)
 };
 
-/// Parses a recipe; unknown keys and wrong types are errors naming `origin` and the key.
+/// One scalar knob of a recipe, declared once: its JSON key (inside the "calibration" object when `calibration`),
+/// the `alps prune` flag that overrides it, what it means, the Recipe field it sets and the values it takes.
+/// Reading, checking and writing recipes, `prune --help` (with the live default) and flag overrides all read
+/// recipe_knobs(). The structured knobs (pattern or sparsity, options, skip, overrides, eval) have code of their own.
+struct RecipeKnob {
+  using Field = std::variant<std::string Recipe::*, int64_t Recipe::*, uint64_t Recipe::*>;
+  std::string key;
+  bool calibration = false;
+  std::string flag;  ///< "--nsamples"
+  std::string help;
+  Field field;
+  std::vector<std::string> choices;  ///< the values a string knob takes (empty: any)
+  std::optional<int64_t> min;        ///< the smallest value of an integer knob
+  bool zero_means_default = false;   ///< 0 is allowed too, meaning "the default"
+  /// "calibration.nsamples" or "batch_size": how errors and documents name it.
+  std::string path() const { return calibration ? "calibration." + key : key; }
+};
+const std::vector<RecipeKnob>& recipe_knobs();
+
+/// Throws, naming `origin` and the knob, if a table knob holds a value outside its rule.
+void check_recipe(const Recipe& r, const std::string& origin);
+
+/// Parses and checks a recipe; unknown keys, wrong types and values outside a knob's rule are errors naming
+/// `origin` and the key.
 Recipe recipe_from_json(const nlohmann::json& j, const std::string& origin);
 Recipe load_recipe(const std::filesystem::path& path);
 nlohmann::json recipe_to_json(const Recipe& r);

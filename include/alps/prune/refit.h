@@ -1,7 +1,9 @@
 #pragma once
 // Re-optimising the kept weights on a fixed support (ALPS's PCG refit and the exact backsolve, docs/algorithms.md).
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "alps/core/tensor_fwd.h"
 
@@ -13,6 +15,8 @@ enum class Refine { kNone, kPcg, kExact };
 /// "none" | "pcg" | "exact".
 Refine parse_refine(std::string_view name);
 std::string_view refine_name(Refine r);
+/// Every refine's name, in declaration order.
+std::vector<std::string> refine_names();
 
 /// Options of the masked PCG refit (paper Algorithm 2).
 struct PcgOptions {
