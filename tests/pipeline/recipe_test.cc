@@ -49,6 +49,43 @@ TEST(Recipe, RejectsUnknownKeysAndWrongTypesNamingThem) {
             std::string::npos);
 }
 
+// Every knob of the table: written by recipe_to_json under its key (inside "calibration" where it belongs), read
+// back into its field, and a value outside its rule refused naming the recipe and the key.
+TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
+  const json defaults = recipe_to_json(Recipe{});
+  for (const RecipeKnob& k : recipe_knobs()) {
+    SCOPED_TRACE(k.path());
+    const json& where = k.calibration ? defaults.at("calibration") : defaults;
+    ASSERT_TRUE(where.contains(k.key));
+    EXPECT_EQ(k.flag.substr(0, 2), "--");
+    json changed = defaults;
+    json& slot = k.calibration ? changed["calibration"][k.key] : changed[k.key];
+    // A valid value other than the default.
+    if (slot.is_string())
+      slot = !k.choices.empty() ? json(k.choices.back() == slot.get<std::string>() ? k.choices.front() : k.choices.back())
+                                : json("something-else");
+    else
+      slot = slot.get<int64_t>() + 3;
+    const json back = recipe_to_json(recipe_from_json(changed, "recipe r.json"));
+    EXPECT_EQ(k.calibration ? back["calibration"][k.key] : back[k.key], slot);
+    // A value outside the rule.
+    if (!k.choices.empty()) {
+      slot = "nonsense";
+    } else if (k.min) {
+      slot = *k.min - 1 == 0 && k.zero_means_default ? *k.min - 2 : *k.min - 1;
+    } else {
+      continue;
+    }
+    std::string message = "no error";
+    try {
+      recipe_from_json(changed, "recipe r.json");
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("recipe r.json: \"" + k.path() + "\" must be"), std::string::npos) << message;
+  }
+}
+
 TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
   Recipe r;
   r.method = "alps";
