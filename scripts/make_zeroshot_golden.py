@@ -26,6 +26,10 @@ Usage (from the repository root):
 The committed stories260K goldens: every task with the defaults (whole tasks), except piqa with
 --skip piqa=314,1554 (two solutions longer than the model's 512 positions, on which lm-eval stops with an
 assertion) and hellaswag with --limit 2000 (the whole task takes lm-eval about 45 minutes on two cores).
+The committed SmolLM2-135M-Instruct goldens (transformers 4.57.6, torch 2.11.0 CPU), the first 20 documents of
+every task:
+    ... make_zeroshot_golden.py --model ~/.cache/alps/models/SmolLM2-135M-Instruct \
+        --name SmolLM2-135M-Instruct --limit 20 --detail 20
 """
 import argparse
 import gzip
