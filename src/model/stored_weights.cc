@@ -1,0 +1,154 @@
+#include "stored_weights.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "alps/core/error.h"
+#include "alps/io/text_files.h"
+
+namespace alps::model {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kSingleFile = "model.safetensors";
+const char* kIndexFile = "model.safetensors.index.json";
+
+// Shard names come from an editable JSON file; each must name a file inside the model directory, so that a
+// checkpoint never reads (or, resaved, republishes) whatever a crafted index points at. Hugging Face's hub cache is
+// the one layout whose files legitimately resolve elsewhere: snapshots/<revision>/<file> are symlinks into the
+// repository's blobs/ directory.
+void check_shard_name(const fs::path& dir, const std::string& tensor, const std::string& file) {
+  const std::string where =
+      (dir / kIndexFile).string() + ": tensor '" + tensor + "' is placed in shard '" + file + "'";
+  const fs::path rel(file);
+  ALPS_CHECK(!file.empty() && !rel.has_root_path(), where,
+             ", which is not a file name relative to the model directory");
+  for (const fs::path& part : rel)
+    ALPS_CHECK(part != "..", where, ", whose '..' leaves the model directory");
+  std::error_code ec;  // a name the file system cannot resolve (too long, say) is the index's fault, not a crash
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  ALPS_CHECK(!ec, "cannot resolve the model directory ", dir.string(), ": ", ec.message());
+  const fs::path target = fs::weakly_canonical(dir / rel, ec);
+  ALPS_CHECK(!ec, where, ", which cannot be resolved: ", ec.message());
+  auto inside = [&target](const fs::path& base) {
+    auto [b, t] = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
+    return b == base.end() && t != target.end();
+  };
+  const bool hub_blob = root.parent_path().filename() == "snapshots" &&
+                        inside(root.parent_path().parent_path() / "blobs");
+  ALPS_CHECK(inside(root) || hub_blob, where, ", which resolves to ", target.string(),
+             " outside the model directory ", root.string());
+}
+
+}  // namespace
+
+StoredWeights read_weights(const fs::path& dir) {
+  StoredWeights w;
+  // Which files hold which tensors: the index for sharded checkpoints, else the one model.safetensors.
+  std::map<std::string, std::string> indexed;
+  if (fs::exists(dir / kIndexFile)) {
+    const nlohmann::json index = io::read_json_file(dir / kIndexFile);
+    try {
+      for (const auto& [name, file] : index.at("weight_map").items()) {
+        indexed[name] = file.get<std::string>();
+        check_shard_name(dir, name, indexed[name]);
+        if (std::find(w.file_names.begin(), w.file_names.end(), indexed[name]) == w.file_names.end())
+          w.file_names.push_back(indexed[name]);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      ALPS_FAIL((dir / kIndexFile).string(), ": expected {\"weight_map\": {tensor: file}}: ", e.what());
+    }
+    std::sort(w.file_names.begin(), w.file_names.end());
+  } else {
+    ALPS_CHECK(fs::exists(dir / kSingleFile), "no ", kSingleFile, " or ", kIndexFile, " in model directory ",
+               dir.string());
+    w.file_names.push_back(kSingleFile);
+  }
+
+  for (const std::string& file : w.file_names) {
+    w.files.emplace_back(dir / file);
+    const io::SafetensorsFile& f = w.files.back();
+    if (w.files.size() == 1) w.metadata = f.metadata();
+    for (const io::TensorEntry& e : f.entries()) {
+      ALPS_CHECK(!w.host.count(e.name), "tensor ", e.name, " appears in both ", w.file_of[e.name], " and ", file);
+      if (!indexed.empty()) {
+        auto it = indexed.find(e.name);
+        ALPS_CHECK(it != indexed.end() && it->second == file, e.name, " in ", file, ": the index ", kIndexFile,
+                   it == indexed.end() ? std::string(" does not list it") : " places it in " + it->second);
+      }
+      w.host[e.name] = f.tensor(e.name);
+      w.file_of[e.name] = file;
+      w.order.push_back(e.name);
+    }
+  }
+  for (const auto& [name, file] : indexed)
+    ALPS_CHECK(w.host.count(name), "tensor ", name, " listed in ", kIndexFile, " is missing from ", file);
+
+  return w;
+}
+
+std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
+                                       int64_t max_shard_bytes) {
+  std::vector<std::string> written;
+  // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
+  for (const auto& entry : fs::directory_iterator(source)) {
+    const std::string name = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    // Weights in any format are not copied: a stale pytorch_model.bin next to pruned safetensors would be wrong.
+    if (!entry.is_regular_file() || name == kIndexFile || name == "pytorch_model.bin.index.json" ||
+        ext == ".safetensors" || (ext == ".bin" && name.rfind("pytorch_model", 0) == 0) || ext == ".pth" ||
+        ext == ".ckpt")
+      continue;
+    fs::copy_file(entry.path(), dir / name);
+    written.push_back(name);
+  }
+
+  // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
+  std::vector<std::vector<std::string>> shards(1);
+  int64_t total = 0, in_shard = 0;
+  for (const std::string& name : w.order) {
+    const int64_t bytes = static_cast<int64_t>(w.host.at(name).nbytes());
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(name);
+    in_shard += bytes;
+    total += bytes;
+  }
+  const bool sharded = total > max_shard_bytes;
+  if (!sharded) shards = {w.order};
+
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
+    const std::string file = sharded ? std::string(buf) : kSingleFile;
+    std::vector<io::TensorEntry> layout;
+    for (const std::string& name : shards[k]) {
+      layout.push_back(io::entry_for(name, w.host.at(name)));
+      weight_map[name] = file;
+    }
+    io::SafetensorsWriter writer(dir / file, layout, w.metadata);
+    for (const std::string& name : shards[k]) writer.write(name, w.host.at(name));
+    writer.finish();
+    written.push_back(file);
+  }
+  if (sharded) {
+    std::ofstream out(dir / kIndexFile);
+    out << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+    ALPS_CHECK(out.good(), "cannot write ", (dir / kIndexFile).string());
+    written.push_back(kIndexFile);
+  }
+  spdlog::info("wrote {} tensors ({:.1f} MB, {} file{})", w.order.size(), total / 1e6, shards.size(),
+               shards.size() > 1 ? "s" : "");
+  return written;
+}
+
+}  // namespace alps::model
