@@ -103,7 +103,7 @@ void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>
   }
 }
 
-// Requests sharing one context token sequence, and its length.
+// Requests sharing one context token sequence.
 struct ContextGroup {
   const std::vector<int64_t>* context;
   std::vector<int64_t> requests;
@@ -132,6 +132,55 @@ ContextBatch run_contexts(const model::CausalLM& model, const std::vector<Contex
   return out;
 }
 
+// A continuation to score: its request, and where its context's cache is (batch, row).
+struct Row {
+  int64_t request, batch, context;
+};
+
+// Rows [r0, r1) (at most one batch) continue from copies of their contexts' caches.
+void run_continuations(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
+                       const std::vector<ContextBatch>& batches, std::vector<Row> rows,
+                       std::vector<RequestScore>& out) {
+  const c10::Device device = model.compute_device();
+  // Grouped by context batch: the order in which the caches are concatenated.
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
+  std::vector<model::KVCache> parts;
+  std::vector<at::Tensor> firsts;
+  for (size_t k0 = 0; k0 < rows.size();) {
+    size_t k1 = k0;
+    std::vector<int64_t> contexts;
+    while (k1 < rows.size() && rows[k1].batch == rows[k0].batch) contexts.push_back(rows[k1++].context);
+    const ContextBatch& b = batches[static_cast<size_t>(rows[k0].batch)];
+    const at::Tensor index = at::tensor(contexts, at::kLong).to(device);
+    firsts.push_back(b.last.index_select(0, index));
+    parts.push_back(b.cache.select_rows(index));
+    k0 = k1;
+  }
+  std::vector<std::vector<int64_t>> tails;
+  std::vector<int64_t> batch, counts, targets;
+  for (const Row& row : rows) {
+    const std::vector<int64_t>& cont = requests[static_cast<size_t>(row.request)].continuation;
+    batch.push_back(row.request);
+    counts.push_back(static_cast<int64_t>(cont.size()));
+    tails.emplace_back(cont.begin(), cont.end() - 1);  // the last token is only predicted
+    targets.insert(targets.end(), cont.begin(), cont.end());
+  }
+  // A context's last position predicts its continuations' first tokens; the rest come from the tails' forward.
+  const at::Tensor first = at::cat(firsts);  // [rows, hidden]
+  at::Tensor rest;
+  if (*std::max_element(counts.begin(), counts.end()) > 1) {
+    model::KVCache cache = model::KVCache::concat(parts);
+    parts.clear();
+    rest = model.hidden_states(padded_ids(tails).to(device), &cache);
+  }
+  std::vector<at::Tensor> states;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    states.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
+    if (counts[k] > 1) states.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
+  }
+  accumulate(model, states, targets, batch, counts, out);
+}
+
 // The context of each group runs once, with a KV cache; the continuations then run from copies of its cache.
 // Contexts run up to `batch_size` at a time, longest first and padded on the right while padding stays a small
 // part of the work (`ragged`; otherwise only contexts of one length share a forward). The caches of a window of
@@ -144,12 +193,8 @@ void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest
   const int64_t slot_bytes = c.num_layers * 2 * c.num_kv_heads * c.head_dim *
                              static_cast<int64_t>(c10::elementSize(model.compute_dtype()));
   const int64_t window_slots = std::max<int64_t>(1, (int64_t{512} << 20) / slot_bytes);
-  const c10::Device device = model.compute_device();
   for (size_t w0 = 0; w0 < groups.size();) {
     std::vector<ContextBatch> batches;
-    struct Row {
-      int64_t request, batch, context;
-    };
     std::vector<Row> rows;
     int64_t slots = 0;
     size_t g0 = w0;
@@ -174,41 +219,10 @@ void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest
     std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return length(a) > length(b); });
     for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(batch_size)) {
       const size_t r1 = std::min(rows.size(), r0 + static_cast<size_t>(batch_size));
-      std::vector<std::vector<int64_t>> tails;
-      std::vector<int64_t> batch, counts, targets;
-      std::map<int64_t, std::vector<int64_t>> by_batch;  // context batch -> its contexts, in row order
-      for (size_t k = r0; k < r1; ++k) by_batch[rows[k].batch].push_back(rows[k].context);
-      // Rows grouped by context batch (the order of the caches concatenated below).
-      std::vector<Row> order(rows.begin() + static_cast<std::ptrdiff_t>(r0), rows.begin() + static_cast<std::ptrdiff_t>(r1));
-      std::stable_sort(order.begin(), order.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
-      std::vector<model::KVCache> parts;
-      std::vector<at::Tensor> firsts;
-      for (const auto& [b, contexts] : by_batch) {
-        const at::Tensor index = at::tensor(contexts, at::kLong).to(device);
-        firsts.push_back(batches[static_cast<size_t>(b)].last.index_select(0, index));
-        parts.push_back(batches[static_cast<size_t>(b)].cache.select_rows(index));
-      }
-      for (const Row& row : order) {
-        const std::vector<int64_t>& cont = requests[static_cast<size_t>(row.request)].continuation;
-        batch.push_back(row.request);
-        counts.push_back(static_cast<int64_t>(cont.size()));
-        tails.emplace_back(cont.begin(), cont.end() - 1);  // the last token is only predicted
-        targets.insert(targets.end(), cont.begin(), cont.end());
-      }
-      const at::Tensor first = at::cat(firsts);  // [rows, hidden]
-      at::Tensor rest;
-      if (*std::max_element(counts.begin(), counts.end()) > 1) {
-        model::KVCache cache = model::KVCache::concat(parts);
-        parts.clear();
-        rest = model.hidden_states(padded_ids(tails).to(device), &cache);
-      }
-      std::vector<at::Tensor> states;
-      for (size_t k = 0; k < batch.size(); ++k) {
-        states.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
-        if (counts[k] > 1) states.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
-      }
-      accumulate(model, states, targets, batch, counts, out);
-      done(static_cast<int64_t>(batch.size()));
+      run_continuations(model, requests, batches,
+                        {rows.begin() + static_cast<std::ptrdiff_t>(r0), rows.begin() + static_cast<std::ptrdiff_t>(r1)},
+                        out);
+      done(static_cast<int64_t>(r1 - r0));
     }
     w0 = g0;
   }
