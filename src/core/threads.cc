@@ -1,5 +1,6 @@
 #include "alps/core/threads.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <sched.h>
@@ -43,15 +44,17 @@ int default_threads() {
   return affinity_cores();
 }
 
+bool products_in_intra_op_pool() {
+  // PyPI's libtorch runs ATen's products on MKL inside its own OpenMP pool; an OpenBLAS loaded beside it (for
+  // alps's direct LAPACK calls) then serves those calls only.
+  return at::hasMKL() || openblas_set() == nullptr;
+}
+
 ThreadSettings configure_threads(int n) {
   if (n <= 0) n = default_threads();
   configured() = n;
-  if (SetThreads set = openblas_set()) {
-    set(n);
-    at::set_num_threads(1);
-  } else {
-    at::set_num_threads(n);
-  }
+  if (SetThreads set = openblas_set()) set(n);
+  at::set_num_threads(products_in_intra_op_pool() ? n : 1);
   parallel_threads_cap() = n;
   return thread_settings();
 }

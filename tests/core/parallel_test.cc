@@ -61,13 +61,9 @@ TEST(Threads, ConfigureGivesEveryPoolTheCores) {
   const ThreadSettings s = configure_threads(3);
   EXPECT_EQ(s.threads, 3);
   EXPECT_EQ(s.passes, 3);
-  // With a BLAS pool of its own, libtorch's pool keeps one thread; without, libtorch's pool runs the products.
-  if (!s.blas_library.empty()) {
-    EXPECT_EQ(s.blas, 3);
-    EXPECT_EQ(s.intra_op, 1);
-  } else {
-    EXPECT_EQ(s.intra_op, 3);
-  }
+  // Where the products run on a BLAS pool of their own, libtorch's pool keeps one thread; else it runs them.
+  if (!s.blas_library.empty()) EXPECT_EQ(s.blas, 3);
+  EXPECT_EQ(s.intra_op, products_in_intra_op_pool() ? 3 : 1);
   EXPECT_NE(thread_settings_text(s).find("alps passes 3"), std::string::npos) << thread_settings_text(s);
   configure_threads(before.threads);
   parallel_threads_cap() = 0;

@@ -4,8 +4,8 @@
 // libtorch's OpenMP pool); there libtorch's intra-op pool keeps one thread, because a second pool of spinning
 // OpenMP workers competes with BLAS for the same cores (on the 2-core development machine ALPS on a 768x768 layer
 // took 1.34 s with 2 OpenMP threads and 0.76 s with 1; docs/benchmarks.md). Where BLAS runs inside libtorch's
-// OpenMP pool (PyPI's libtorch, MKL), that pool gets the N threads. alps's own vector passes (core/parallel.h) get N
-// either way.
+// OpenMP pool (PyPI's libtorch, MKL), that pool gets the N threads, and an OpenBLAS loaded for alps's direct LAPACK
+// calls gets N too. alps's own vector passes (core/parallel.h) get N either way.
 #include <string>
 
 namespace alps {
@@ -21,6 +21,10 @@ struct ThreadSettings {
 /// The default of `--threads`: $OMP_NUM_THREADS when it holds a positive number (so that a parent limiting its
 /// children, such as a test runner, is obeyed), else the cores this process may run on.
 int default_threads();
+
+/// Whether ATen's matrix products run on libtorch's intra-op pool (MKL, or no BLAS pool of its own) rather than on
+/// OpenBLAS's pool.
+bool products_in_intra_op_pool();
 
 /// Sets every pool for `n` cores (n <= 0: default_threads()) and returns what each got.
 ThreadSettings configure_threads(int n);
