@@ -28,6 +28,8 @@ struct Placement {
   int64_t past = 0;       ///< cached slots before the first new token
   at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
   at::Tensor hidden_keys; ///< [batch, past + T] bool: keys no query sees (padding); undefined: none
+  int64_t length = 0;     ///< the longest sequence after this forward (1 + the largest position); 0: past + T
+  int64_t sequence_length(int64_t T) const { return length > 0 ? length : past + T; }
 };
 
 /// Weight access for a forward: name -> tensor on the compute device in the compute dtype.

@@ -157,7 +157,8 @@ at::Tensor CausalLM::embed(const at::Tensor& ids) const { return embed_at(ids, P
 at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const {
   const ModelConfig& c = state_->config;
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  ALPS_CHECK(at.past + ids.size(1) <= c.max_sequence_length(), "sequence of ", at.past + ids.size(1),
+  ALPS_CHECK(at.sequence_length(ids.size(1)) <= c.max_sequence_length(), "sequence of ",
+             at.sequence_length(ids.size(1)),
              " tokens exceeds the model's ", c.max_positions, " positions (max_position_embeddings in ",
              (state_->dir / "config.json").string(), ")");
   at::Tensor x = ids.to(state_->device, at::kLong);
@@ -194,8 +195,10 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const 
              cache->blocks.front().keys.size(0), " sequences continued by a batch of ", B);
   Placement at;
   at.past = cache->length();
-  if (cache->next_position.defined())
+  if (cache->next_position.defined()) {
     at.positions = cache->next_position.unsqueeze(1) + at::arange(T, cache->next_position.options());
+    at.length = cache->next_position.max().item<int64_t>() + T;
+  }
   if (cache->hidden_keys.defined())
     at.hidden_keys = at::cat({cache->hidden_keys, at::zeros({B, T}, cache->hidden_keys.options())}, 1);
   at::Tensor h = embed_at(ids, at);

@@ -209,13 +209,13 @@ class Llama final : public Architecture {
     return 1.0 / at::pow(base, exponent);
   }
 
-  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D], or [B, 1, T, D] with positions per sequence) in a
-  // sequence of at.past + T slots, computed in fp32 like transformers, then cast to the compute dtype.
+  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D], or [B, 1, T, D] with positions per sequence),
+  // computed in fp32 like transformers, then cast to the compute dtype.
   std::pair<at::Tensor, at::Tensor> rope_tables(const Placement& at, int64_t T, c10::Device device,
                                                 c10::ScalarType dtype) const {
     const at::Tensor positions = at.positions.defined() ? at.positions.to(device)
                                                         : at::arange(at.past, at.past + T, at::kLong).to(device);
-    const at::Tensor inv = inv_freq(at.past + T).to(device);
+    const at::Tensor inv = inv_freq(at.sequence_length(T)).to(device);
     at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv;  // [B or 1, T, D/2]
     at::Tensor emb = at::cat({freqs, freqs}, -1).view({-1, 1, T, c_.head_dim});
     return {emb.cos().to(dtype), emb.sin().to(dtype)};

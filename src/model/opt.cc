@@ -70,12 +70,12 @@ class Opt final : public Architecture {
 
   at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& at) const override {
     const int64_t T = ids.size(1);
-    ALPS_CHECK(at.past + T <= c_.max_positions, "OPT input of ", at.past + T,
+    ALPS_CHECK(at.sequence_length(T) <= c_.max_positions, "OPT input of ", at.sequence_length(T),
                " tokens exceeds max_position_embeddings ", c_.max_positions);
     at::Tensor x = at::embedding(w(kPrefix + "embed_tokens.weight"), ids);
     if (project_) x = apply_linear(x, w(kPrefix + "project_in.weight"));
     const at::Tensor table = w(kPrefix + "embed_positions.weight");
-    if (at.positions.defined())  // per sequence; each below at.past + T, checked above
+    if (at.positions.defined())  // per sequence; each below the length checked above
       return x + table.index_select(0, (at.positions + kPositionOffset).flatten().to(table.device()))
                      .view({ids.size(0), T, -1});
     return x + table.narrow(0, kPositionOffset + at.past, T).unsqueeze(0);
