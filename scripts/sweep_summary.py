@@ -4,7 +4,8 @@
 Reads SWEEP/sweep.json (settings), SWEEP/reports/dense.json (`alps eval --json` of the dense model) and
 SWEEP/reports/<method>-<pattern>.json (`alps-report.json` of each run), and writes
   SWEEP/summary.json   every run's metrics, achieved sparsity and times
-  SWEEP/summary.md     one table per metric, rows = methods, columns = sparsities (the paper's layout), and a time table
+  SWEEP/summary.md     one table per metric, rows = methods, columns = sparsities (the paper's layout), the zero-shot
+                       tasks side by side (one row per run) and a time table
   SWEEP/<metric>.png   perplexity against sparsity per method, log scale (gnuplot; skipped with a note if missing)
 Runs not finished yet show as "-".
 """
@@ -32,10 +33,14 @@ def pattern_label(p):
     return p if ":" in p else f"{100 * float(p):g}%"
 
 
+def is_perplexity(metric):
+    return metric.endswith(" ppl") or metric.endswith(" perplexity")  # a dataset's, or a task's (LAMBADA)
+
+
 def fmt(value, metric):
     if value is None:
         return "-"
-    if metric.endswith(" ppl"):
+    if is_perplexity(metric):
         return f"{value:.2f}" if value < 1e4 else f"{value:.3g}"
     return f"{100 * value:.2f}"  # accuracies in percent, as papers print them
 
@@ -95,13 +100,14 @@ def main(sweep):
     head = "| method | " + " | ".join(pattern_label(p) for p in patterns) + " |"
     rule = "|---|" + "---|" * len(patterns)
     for metric in metric_names:
-        unit = "" if metric.endswith(" ppl") else " (%)"
+        unit = "" if is_perplexity(metric) else " (%)"
         lines += ["", f"## {metric}{unit}", "", head, rule]
         if dense and metric in dense["metrics"]:
             lines.append("| dense | " + " | ".join([fmt(dense["metrics"][metric], metric)] * len(patterns)) + " |")
         for m in methods:
             lines.append(f"| {m} | " + " | ".join(fmt(cell(m, p, lambda r: r["metrics"].get(metric)), metric)
                                                  for p in patterns) + " |")
+    lines += zero_shot_table(dense, methods, patterns, runs, metric_names)
     lines += ["", "## wall time of alps prune, seconds (layer solves in parentheses; evaluation excluded)", "",
               head, rule]
     for m in methods:
@@ -116,6 +122,34 @@ def main(sweep):
         f.write("\n".join(lines) + "\n")
     os.replace(os.path.join(sweep, "summary.md.tmp"), os.path.join(sweep, "summary.md"))
     print("\n".join(lines))
+
+
+def zero_shot_table(dense, methods, patterns, runs, metric_names):
+    """Zero-shot tasks side by side, one row per run (the layout of the papers' accuracy tables): acc_norm where a
+    task reports it, else acc; LAMBADA's acc; and the mean of those columns."""
+    tasks = []
+    for k in metric_names:
+        task, metric = k.rsplit(" ", 1)
+        if metric in ("acc", "acc_norm") and task not in tasks:
+            tasks.append(task)
+    if not tasks:
+        return []
+
+    def primary(metrics, task):
+        return metrics.get(f"{task} acc_norm", metrics.get(f"{task} acc"))
+
+    cols = [f"{t} {'acc_norm' if any(f'{t} acc_norm' in r['metrics'] for r in runs + ([dense] if dense else [])) else 'acc'}"
+            for t in tasks]
+    lines = ["", "## zero-shot accuracy (%), one row per run", "",
+             "| run | " + " | ".join(cols) + " | mean |", "|---|" + "---:|" * (len(cols) + 1)]
+    rows = ([("dense", dense["metrics"])] if dense else []) + [
+        (f"{r['method']} {pattern_label(r['pattern'])}", r["metrics"])
+        for m in methods for p in patterns for r in runs if r["method"] == m and r["pattern"] == p]
+    for label, metrics in rows:
+        values = [primary(metrics, t) for t in tasks]
+        mean = sum(values) / len(values) if all(v is not None for v in values) else None
+        lines.append(f"| {label} | " + " | ".join(fmt(v, "acc") for v in values) + f" | {fmt(mean, 'acc')} |")
+    return lines
 
 
 def plot(sweep, settings, methods, patterns, runs, dense, ppl_metrics):
