@@ -2,7 +2,7 @@
 // family, its forward) plus one row here.
 #include <string>
 
-#include "architecture.h"
+#include "model/architecture.h"
 
 namespace alps::model {
 

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "alps/core/error.h"
-#include "architecture.h"
+#include "model/architecture.h"
 
 namespace alps::model {
 

@@ -10,8 +10,8 @@
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
-#include "architecture.h"
-#include "stored_weights.h"
+#include "model/architecture.h"
+#include "model/stored_weights.h"
 
 namespace alps::model {
 

@@ -7,8 +7,8 @@
 
 #include "alps/core/error.h"
 #include "alps/io/text_files.h"
-#include "architecture.h"
-#include "config_reader.h"
+#include "model/architecture.h"
+#include "model/config_reader.h"
 
 namespace alps::model {
 

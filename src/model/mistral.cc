@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
-#include "architecture.h"
-#include "config_reader.h"
+#include "model/architecture.h"
+#include "model/config_reader.h"
 
 namespace alps::model {
 

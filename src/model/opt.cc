@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "alps/core/error.h"
-#include "architecture.h"
-#include "config_reader.h"
+#include "model/architecture.h"
+#include "model/config_reader.h"
 
 namespace alps::model {
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "alps/core/error.h"
-#include "architecture.h"
-#include "config_reader.h"
+#include "model/architecture.h"
+#include "model/config_reader.h"
 
 namespace alps::model {
 

@@ -1,4 +1,4 @@
-#include "stored_weights.h"
+#include "model/stored_weights.h"
 
 #include <spdlog/spdlog.h>
 

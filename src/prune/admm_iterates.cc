@@ -1,10 +1,10 @@
-#include "admm_iterates.h"
+#include "prune/admm_iterates.h"
 
 #include <ATen/ATen.h>
 
 
-#include "kernels/cpu_kernels.h"
-#include "mask.h"
+#include "prune/kernels/cpu_kernels.h"
+#include "prune/mask.h"
 
 namespace alps::prune::detail {
 

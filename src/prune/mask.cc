@@ -1,11 +1,11 @@
-#include "mask.h"
+#include "prune/mask.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu_kernels.h"
+#include "prune/kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
 

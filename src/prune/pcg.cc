@@ -1,11 +1,11 @@
-#include "pcg.h"
+#include "prune/pcg.h"
 
 #include <ATen/ATen.h>
 
 #include <cmath>
 #include <memory>
 
-#include "kernels/cpu_kernels.h"
+#include "prune/kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
 

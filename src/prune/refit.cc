@@ -6,8 +6,8 @@
 
 #include "alps/core/error.h"
 #include "alps/prune/problem.h"
-#include "pcg.h"
-#include "scaled_problem.h"
+#include "prune/pcg.h"
+#include "prune/scaled_problem.h"
 
 namespace alps::prune {
 

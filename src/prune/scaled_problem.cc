@@ -1,4 +1,4 @@
-#include "scaled_problem.h"
+#include "prune/scaled_problem.h"
 
 #include <ATen/ATen.h>
 

@@ -1,8 +1,8 @@
 // The fused CPU ADMM iterates and PCG (src/prune/admm_iterates.h, pcg.h) against the ATen implementations that
 // write the ADMM updates of docs/algorithms.md term by term: both are driven with the same B-updates, so any slip in the compact
 // (Z, keep, rho_v) form of D and V shows up as a different right-hand side, support or change count.
-#include "../../src/prune/admm_iterates.h"
-#include "../../src/prune/pcg.h"
+#include "prune/admm_iterates.h"
+#include "prune/pcg.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

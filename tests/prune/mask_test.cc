@@ -1,5 +1,5 @@
 // The private top-k selection every method relies on (src/prune/mask.h).
-#include "../../src/prune/mask.h"
+#include "prune/mask.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

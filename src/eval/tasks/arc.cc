@@ -1,5 +1,5 @@
 // ARC-Easy and ARC-Challenge: a science question and its answer texts (see question_with_choices for the answer key).
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

@@ -1,5 +1,5 @@
 // BoolQ (SuperGLUE): a passage (with its "Title -- " prefix) and a yes/no question.
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "alps/eval/py_text.h"
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

@@ -1,6 +1,6 @@
 // LAMBADA (OpenAI's test file): predict the passage's last word. The word is what follows the last space character;
 // only ' ' separates, so a target may hold newlines ("of\n\nPower") and the context keeps them.
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

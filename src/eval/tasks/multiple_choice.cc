@@ -1,4 +1,4 @@
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 #include <algorithm>
 

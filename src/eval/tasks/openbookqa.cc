@@ -1,5 +1,5 @@
 // OpenBookQA (main): the question stem alone is the context, the answer texts the choices.
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

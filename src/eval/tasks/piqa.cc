@@ -1,5 +1,5 @@
 // PIQA: a goal and two solutions; the solutions are scored as they are stored, trailing spaces included.
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

@@ -4,7 +4,7 @@
 
 #include "alps/core/error.h"
 #include "alps/io/text_files.h"
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval {
 

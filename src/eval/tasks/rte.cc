@@ -1,5 +1,5 @@
 // RTE (GLUE): does sentence1 entail sentence2? Label 0 is entailment, so "True" comes first.
-#include "builders.h"
+#include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {
 

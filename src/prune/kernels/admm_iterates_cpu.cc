@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "alps/core/parallel.h"
-#include "cpu_kernels.h"
-#include "select_cpu.h"
+#include "prune/kernels/cpu_kernels.h"
+#include "prune/kernels/select_cpu.h"
 
 namespace alps::prune::detail {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "../admm_iterates.h"
-#include "../pcg.h"
+#include "prune/admm_iterates.h"
+#include "prune/pcg.h"
 
 namespace alps::prune::detail {
 

@@ -1,8 +1,8 @@
 // CPU fp32 masks on whole score matrices, by the selection kernels of select_cpu.h.
 #include <ATen/ATen.h>
 
-#include "cpu_kernels.h"
-#include "select_cpu.h"
+#include "prune/kernels/cpu_kernels.h"
+#include "prune/kernels/select_cpu.h"
 
 namespace alps::prune::detail {
 

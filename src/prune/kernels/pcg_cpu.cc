@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "alps/core/parallel.h"
-#include "cpu_kernels.h"
+#include "prune/kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "../admm_iterates.h"
-#include "../pcg.h"
-#include "../scaled_problem.h"
+#include "prune/admm_iterates.h"
+#include "prune/pcg.h"
+#include "prune/scaled_problem.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
 #include "alps/core/log.h"

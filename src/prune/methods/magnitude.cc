@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "../mask.h"
+#include "prune/mask.h"
 #include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"

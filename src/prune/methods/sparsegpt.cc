@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "../mask.h"
+#include "prune/mask.h"
 #include "alps/core/error.h"
 #include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"

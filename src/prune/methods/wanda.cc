@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "../mask.h"
+#include "prune/mask.h"
 #include "alps/io/json_fields.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
