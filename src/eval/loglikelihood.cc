@@ -198,7 +198,12 @@ void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest
     std::vector<Row> rows;
     int64_t slots = 0;
     size_t g0 = w0;
-    while (g0 < groups.size() && (batches.empty() || slots < window_slots)) {
+    // Without `ragged`, a window holds contexts of one length too: its continuations share batches, whose caches
+    // would otherwise be padded to a common width.
+    auto joins = [&](size_t g) {
+      return ragged || groups[g].context->size() == groups[w0].context->size();
+    };
+    while (g0 < groups.size() && (batches.empty() || (slots < window_slots && joins(g0)))) {
       // Longest first: L is the batch's width. A shorter context joins while padding stays under 1/8 of the work.
       const size_t L = groups[g0].context->size();
       size_t g1 = g0, tokens = 0;
@@ -280,12 +285,11 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     finished += k;
     if (on_progress) on_progress(finished);
   };
-  // Padding inside a sliding window would shift what the window covers, so such models batch equal lengths only.
+  // A sliding window counts cache slots, so padding inside one would shift what it covers: models with a window
+  // share a forward only among contexts of one length. (A padded batch's slots can exceed any one input's length,
+  // so a window as long as the inputs is no exception.)
   bool ragged = true;
-  for (int64_t i = 0; i < model.num_blocks(); ++i) {
-    const int64_t window = model.config().window_of_layer(i);
-    if (window > 0 && window < max_length) ragged = false;
-  }
+  for (int64_t i = 0; i < model.num_blocks(); ++i) ragged = ragged && model.config().window_of_layer(i) == 0;
   score_shared(model, requests, groups, options.batch_size, ragged, out, done);
   score_whole(model, requests, whole, max_length, options.batch_size, out, done);
   return out;

@@ -173,6 +173,34 @@ TEST_F(Scoring, SharedContextsScoreAsWholeInputs) {
   EXPECT_LT(shared_cost.positions, whole_cost.positions * 3 / 4);
 }
 
+// A sliding window counts cache slots, so padding must never sit inside one: on a windowed model (Mistral fixture,
+// window 8) contexts of different lengths and continuations of different lengths still score as whole inputs.
+TEST(ScoringWindowed, SharedContextsOfDifferentLengthsScoreAsWholeInputs) {
+  const model::CausalLM m =
+      model::CausalLM::load(test::source_dir() / "tests" / "data" / "model" / "mistral_swa");
+  std::vector<EncodedRequest> reqs;
+  for (int q = 0; q < 6; ++q) {
+    std::vector<int64_t> ctx;
+    for (int i = 0; i < 3 + 4 * (q % 3); ++i) ctx.push_back(1 + (i * 11 + q * 5) % 500);
+    for (int c = 0; c < 2; ++c) {
+      std::vector<int64_t> cont;
+      for (int i = 0; i < 1 + (c + q) % 5; ++i) cont.push_back(1 + (i * 17 + c * 3 + q) % 500);
+      reqs.push_back({ctx, cont});
+    }
+  }
+  LoglikelihoodOptions shared, whole;
+  shared.batch_size = 4;
+  whole.reuse_context = false;
+  ScoringStats cost;
+  const auto a = score_requests(m, reqs, shared, {}, &cost);
+  const auto b = score_requests(m, reqs, whole);
+  EXPECT_LT(cost.positions, cost.whole_positions);  // the contexts were shared
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood, 1e-4) << i;
+    EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
+  }
+}
+
 TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
   // Greedy-decode 4 tokens after a prompt, then score them: is_greedy holds; change the last one and it does not.
   std::vector<int64_t> seq = {1, 403, 407};
