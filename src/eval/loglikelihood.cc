@@ -224,9 +224,8 @@ void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest
     std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return length(a) > length(b); });
     for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(batch_size)) {
       const size_t r1 = std::min(rows.size(), r0 + static_cast<size_t>(batch_size));
-      run_continuations(model, requests, batches,
-                        {rows.begin() + static_cast<std::ptrdiff_t>(r0), rows.begin() + static_cast<std::ptrdiff_t>(r1)},
-                        out);
+      const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r0);
+      run_continuations(model, requests, batches, {first, first + static_cast<std::ptrdiff_t>(r1 - r0)}, out);
       done(static_cast<int64_t>(r1 - r0));
     }
     w0 = g0;

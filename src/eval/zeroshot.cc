@@ -150,10 +150,11 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
     r.seconds = seconds_since(start);
     std::string summary;
     for (const MetricValue& m : r.metrics) summary += fmt::format(" {} {:.4f}", m.name, m.value);
+    const double share =
+        static_cast<double>(cost.positions) / static_cast<double>(std::max<int64_t>(1, cost.whole_positions));
     spdlog::info("task {}/{} {}:{} ({} documents, {:.1f}s, {} token positions: {:.0f}% of scoring each request "
                  "whole)",
-                 ti + 1, tasks.size(), task.spec->name, summary, r.docs, r.seconds, cost.positions,
-                 100.0 * static_cast<double>(cost.positions) / static_cast<double>(std::max<int64_t>(1, cost.whole_positions)));
+                 ti + 1, tasks.size(), task.spec->name, summary, r.docs, r.seconds, cost.positions, 100 * share);
     if (options.keep_samples) {
       r.samples = std::move(docs);
       r.encoded = std::move(encoded);

@@ -143,15 +143,6 @@ void CausalLM::unload_block(int64_t i) {
     it = it->first.compare(0, prefix.size(), prefix) == 0 ? state_->resident.erase(it) : std::next(it);
 }
 
-namespace {
-
-void check_hidden(const ModelConfig& c, int64_t i, const at::Tensor& hidden) {
-  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == c.hidden_size, "block ", i, " input: expected [batch, seq, ",
-             c.hidden_size, "], got ", shape_str(hidden.sizes()));
-}
-
-}  // namespace
-
 at::Tensor CausalLM::embed(const at::Tensor& ids) const { return embed_at(ids, Placement{}); }
 
 at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const {
@@ -171,7 +162,8 @@ at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const 
 
 at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer) const {
   ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
-  check_hidden(state_->config, i, hidden);
+  ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
+             " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
   return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer,
                                      nullptr, Placement{});
 }
@@ -183,29 +175,29 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
 }
 
 at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const {
-  if (cache == nullptr) {
-    at::Tensor h = embed(ids);
-    for (int64_t i = 0; i < num_blocks(); ++i) h = block_forward(i, h);
-    return h;
-  }
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  cache->blocks.resize(static_cast<size_t>(num_blocks()));
   const int64_t B = ids.size(0), T = ids.size(1);
-  ALPS_CHECK(cache->length() == 0 || cache->blocks.front().keys.size(0) == B, "a KV cache of ",
-             cache->blocks.front().keys.size(0), " sequences continued by a batch of ", B);
   Placement at;
-  at.past = cache->length();
-  if (cache->next_position.defined()) {
-    at.positions = cache->next_position.unsqueeze(1) + at::arange(T, cache->next_position.options());
-    at.length = cache->next_position.max().item<int64_t>() + T;
+  if (cache != nullptr) {
+    cache->blocks.resize(static_cast<size_t>(num_blocks()));
+    ALPS_CHECK(cache->length() == 0 || cache->blocks.front().keys.size(0) == B, "a KV cache of ",
+               cache->blocks.front().keys.size(0), " sequences continued by a batch of ", B);
+    at.past = cache->length();
+    if (cache->next_position.defined()) {
+      at.positions = cache->next_position.unsqueeze(1) + at::arange(T, cache->next_position.options());
+      at.length = cache->next_position.max().item<int64_t>() + T;
+    }
+    if (cache->hidden_keys.defined())
+      at.hidden_keys = at::cat({cache->hidden_keys, at::zeros({B, T}, cache->hidden_keys.options())}, 1);
   }
-  if (cache->hidden_keys.defined())
-    at.hidden_keys = at::cat({cache->hidden_keys, at::zeros({B, T}, cache->hidden_keys.options())}, 1);
   at::Tensor h = embed_at(ids, at);
   for (int64_t i = 0; i < num_blocks(); ++i)
-    h = state_->arch->block_forward(state_->weight_fn(), i, h, nullptr, &cache->blocks[static_cast<size_t>(i)], at);
-  if (cache->next_position.defined()) cache->next_position = cache->next_position + T;
-  cache->hidden_keys = at.hidden_keys;
+    h = state_->arch->block_forward(state_->weight_fn(), i, h, nullptr,
+                                    cache != nullptr ? &cache->blocks[static_cast<size_t>(i)] : nullptr, at);
+  if (cache != nullptr) {
+    if (cache->next_position.defined()) cache->next_position = cache->next_position + T;
+    cache->hidden_keys = at.hidden_keys;
+  }
   return h;
 }
 
@@ -222,7 +214,8 @@ std::vector<std::string> CausalLM::tensor_names() const {
 
 at::Tensor CausalLM::tensor(const std::string& name) const {
   auto it = state_->stored.host.find(name);
-  ALPS_CHECK(it != state_->stored.host.end(), "tensor '", name, "' is not part of the checkpoint in ", state_->dir.string());
+  ALPS_CHECK(it != state_->stored.host.end(), "tensor '", name, "' is not part of the checkpoint in ",
+             state_->dir.string());
   return it->second;
 }
 
@@ -240,7 +233,8 @@ void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
 std::string CausalLM::first_non_finite_tensor() const {
   for (const std::string& name : state_->stored.order) {
     const at::Tensor& t = state_->stored.host.at(name);
-    if (!at::isfinite(t).all().item<bool>()) return name + " in " + (state_->dir / state_->stored.file_of.at(name)).string();
+    if (!at::isfinite(t).all().item<bool>())
+      return name + " in " + (state_->dir / state_->stored.file_of.at(name)).string();
   }
   return "";
 }

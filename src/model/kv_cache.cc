@@ -20,13 +20,12 @@ void KVCache::pad_to(const at::Tensor& lengths) {
 
 KVCache KVCache::select_rows(const at::Tensor& rows) const {
   KVCache out;
-  for (const BlockCache& b : blocks) {
-    const at::Tensor r = rows.to(b.keys.device(), at::kLong);
-    out.blocks.push_back({b.keys.index_select(0, r), b.values.index_select(0, r)});
-  }
-  const at::Tensor r = rows.to(at::kLong);
-  if (next_position.defined()) out.next_position = next_position.index_select(0, r.to(next_position.device()));
-  if (hidden_keys.defined()) out.hidden_keys = hidden_keys.index_select(0, r.to(hidden_keys.device()));
+  if (blocks.empty()) return out;
+  // Every tensor of a cache lives on the compute device: the index goes there once.
+  const at::Tensor r = rows.to(blocks.front().keys.device(), at::kLong);
+  for (const BlockCache& b : blocks) out.blocks.push_back({b.keys.index_select(0, r), b.values.index_select(0, r)});
+  if (next_position.defined()) out.next_position = next_position.index_select(0, r);
+  if (hidden_keys.defined()) out.hidden_keys = hidden_keys.index_select(0, r);
   return out;
 }
 

@@ -41,13 +41,9 @@ json options_of(io::JsonFields& f, const std::string& where) {
   return *options;
 }
 
-// A knob's field in `r`, whatever its type.
-template <typename Fn>
-void visit_field(const RecipeKnob& k, Recipe& r, Fn&& fn) {
-  std::visit([&](auto field) { fn(r.*field); }, k.field);
-}
-template <typename Fn>
-void visit_field(const RecipeKnob& k, const Recipe& r, Fn&& fn) {
+// A knob's field in `r` (a Recipe or a const Recipe), whatever its type.
+template <typename R, typename Fn>
+void visit_field(const RecipeKnob& k, R& r, Fn&& fn) {
   std::visit([&](auto field) { fn(r.*field); }, k.field);
 }
 

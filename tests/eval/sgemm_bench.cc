@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     best_overall = std::max(best_overall, best);
     out.push_back({{"m", s[0]}, {"k", s[1]}, {"n", s[2]}, {"gflops", best}});
   }
-  std::cout << nlohmann::json{{"threads", alps::thread_settings_text(threads)}, {"shapes", out}, {"best_gflops", best_overall}}.dump()
-            << std::endl;
+  const nlohmann::json report = {
+      {"threads", alps::thread_settings_text(threads)}, {"shapes", out}, {"best_gflops", best_overall}};
+  std::cout << report.dump() << std::endl;
   return 0;
 }
