@@ -2,9 +2,7 @@
 // on the first 20 documents of every task with SmolLM2-135M-Instruct (skipped, saying how to get it, where
 // scripts/get_smollm2.sh has not run): golden files written by scripts/make_zeroshot_golden.py. Per request (first
 // documents of every task): the same token split and is-greedy, and the log-likelihood within fp32 rounding (see
-// tolerance()). Per task: the same per-document predictions and so identical accuracies and standard errors.
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
+// scoring_tolerance.h). Per task: the same per-document predictions and so identical accuracies and standard errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,31 +24,13 @@
 #include "alps/io/text_files.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
+#include "scoring_tolerance.h"
 #include "support.h"
 
 namespace alps::eval {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Both sides compute in fp32 and lm-eval returns float() of an fp32 sum: its value is only known to about half an
-// fp32 ulp of the sum (6e-8 |ll|), so a sum is compared to 1e-4 absolute or 2 fp32 epsilons relative (a 278-token
-// PIQA solution scores -1209, where one ulp is 1.2e-4). Each token's term is a logit minus a log-sum-exp of logits,
-// and a logit ends a chain of `chain` accumulated fp32 roundings (logit_chain) that two BLAS libraries order
-// differently: rounding errors of either sign add up like a random walk, about sqrt(chain) u |logit| (u = 2^-24),
-// twice per term. A wrong token split or position shifts a term by 0.1 or more.
-double tolerance(double ll, size_t tokens, double chain, double max_logit) {
-  const double u = 5.9604645e-8;
-  return std::max(1e-4, 4 * u * std::abs(ll)) + static_cast<double>(tokens) * 2 * std::sqrt(chain) * u * max_logit;
-}
-
-// The longest chain of fp32 roundings behind a logit of a T-token forward pass: per block the attention scores
-// (head_dim terms), softmax and weighted values (T terms each), four projections (hidden terms), the MLP's second
-// matrix (intermediate terms); then the final norm and the head.
-double logit_chain(const model::ModelConfig& c, int64_t T) {
-  return static_cast<double>(c.num_layers * (c.head_dim + 2 * T + 4 * c.hidden_size + c.intermediate_size) +
-                             2 * c.hidden_size);
-}
 
 // A golden set: the model's name (its directory under tests/data/eval) and where the model is.
 struct GoldenModel {
@@ -131,28 +111,12 @@ TEST_P(ZeroShotGolden, RequestsMatchLmEval) {
   LoglikelihoodOptions opt;
   opt.batch_size = 16;
   const std::vector<RequestScore> scores = score_requests(*model_, encoded, opt);
-  // The logits' size, from one forward over the longest request (the others' are of the same order).
-  size_t longest = 0;
-  for (size_t i = 0; i < encoded.size(); ++i)
-    if (encoded[i].context.size() + encoded[i].continuation.size() >
-        encoded[longest].context.size() + encoded[longest].continuation.size())
-      longest = i;
-  std::vector<int64_t> ids = encoded[longest].context;
-  ids.insert(ids.end(), encoded[longest].continuation.begin(), encoded[longest].continuation.end());
-  const int64_t T = std::min<int64_t>(static_cast<int64_t>(ids.size()), model_->config().max_positions);
-  double max_logit = 0;
-  {
-    at::NoGradGuard no_grad;
-    max_logit = model_->forward(at::tensor(std::vector<int64_t>(ids.end() - T, ids.end()), at::kLong).unsqueeze(0))
-                    .abs()
-                    .max()
-                    .item<double>();
-  }
-  const double chain = logit_chain(model_->config(), T);
+  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, encoded);
   double worst = 0, worst_rel = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     const double want = (*expected[i])["loglikelihood"].get<double>();
-    EXPECT_NEAR(scores[i].loglikelihood, want, tolerance(want, encoded[i].continuation.size(), chain, max_logit))
+    EXPECT_NEAR(scores[i].loglikelihood, want,
+                test_tolerance::tolerance(want, encoded[i].continuation.size(), scale.chain, scale.max_logit))
         << task << " request " << i;
     EXPECT_EQ(scores[i].is_greedy, (*expected[i])["is_greedy"].get<bool>()) << task << " request " << i;
     worst = std::max(worst, std::abs(scores[i].loglikelihood - want));

@@ -13,6 +13,7 @@
 #include "alps/eval/zeroshot.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
+#include "scoring_tolerance.h"
 #include "support.h"
 
 namespace alps::eval {
@@ -161,12 +162,15 @@ TEST_F(Scoring, SharedContextsScoreAsWholeInputs) {
   ScoringStats shared_cost, whole_cost;
   const auto a = score_requests(*model_, reqs, shared, {}, &shared_cost);
   const auto b = score_requests(*model_, reqs, whole, {}, &whole_cost);
+  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood, 1e-4) << i;
+    const double tol =
+        test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain, scale.max_logit);
+    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood, tol) << i;
     EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
     std::vector<int64_t> input = reqs[i].context;
     input.insert(input.end(), reqs[i].continuation.begin(), reqs[i].continuation.end() - 1);
-    if (input.size() <= 15) EXPECT_NEAR(a[i].loglikelihood, reference(input, reqs[i].continuation), 1e-4) << i;
+    if (input.size() <= 15) EXPECT_NEAR(a[i].loglikelihood, reference(input, reqs[i].continuation), tol) << i;
   }
   EXPECT_EQ(whole_cost.positions, whole_cost.whole_positions);
   EXPECT_EQ(shared_cost.whole_positions, whole_cost.positions);
@@ -195,8 +199,12 @@ TEST(ScoringWindowed, SharedContextsOfDifferentLengthsScoreAsWholeInputs) {
   const auto a = score_requests(m, reqs, shared, {}, &cost);
   const auto b = score_requests(m, reqs, whole);
   EXPECT_LT(cost.positions, cost.whole_positions);  // the contexts were shared
+  const test_tolerance::Scale scale = test_tolerance::scale_of(m, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood, 1e-4) << i;
+    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood,
+                test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain,
+                                          scale.max_logit))
+        << i;
     EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
   }
 }
