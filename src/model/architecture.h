@@ -29,6 +29,9 @@ struct Placement {
   at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
   at::Tensor hidden_keys; ///< [batch, past + T] bool: keys no query sees (padding); undefined: none
   int64_t length = 0;     ///< the longest sequence after this forward (1 + the largest position); 0: past + T
+  /// The caller reads the linears' inputs (through the observer) and not the block's output: the forward may end
+  /// once the last linear's input is observed, without its product, and return an undefined tensor.
+  bool inputs_only = false;
   int64_t sequence_length(int64_t T) const { return length > 0 ? length : past + T; }
 };
 
@@ -97,12 +100,13 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]
 /// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
 /// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
-/// problem), each chunk one batched matmul per KV group, without copying K or V. With `window` > 0, query i sees
-/// keys i - window + 1 .. i only (sliding-window attention). `hidden_keys` [B, past + T] bool (may be undefined)
-/// hides keys from every query; the window counts slots, so it cannot be combined with hidden keys inside it.
+/// problem), each step one batched matmul over as many sequences and KV groups as keep its scores under
+/// `max_scores` elements (0: about 24 MB), without copying K or V. With `window` > 0, query i sees keys
+/// i - window + 1 .. i only (sliding-window attention). `hidden_keys` [B, past + T] bool (may be undefined) hides
+/// keys from every query; the window counts slots, so it cannot be combined with hidden keys inside it.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                             int64_t chunk = 0, int64_t window = 0, int64_t past = 0,
-                            const at::Tensor& hidden_keys = {});
+                            const at::Tensor& hidden_keys = {}, int64_t max_scores = 0);
 /// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).

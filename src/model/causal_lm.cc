@@ -161,11 +161,22 @@ at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const 
 }
 
 at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer) const {
+  return run_block(i, hidden, observer, Placement{});
+}
+
+void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer) const {
+  Placement at;
+  at.inputs_only = true;
+  run_block(i, hidden, &observer, at);
+}
+
+at::Tensor CausalLM::run_block(int64_t i, const at::Tensor& hidden, const LinearObserver* observer,
+                               const Placement& at) const {
   ALPS_CHECK(i >= 0 && i < num_blocks(), "block index ", i, " out of range [0, ", num_blocks(), ")");
   ALPS_CHECK(hidden.dim() == 3 && hidden.size(2) == state_->config.hidden_size, "block ", i,
              " input: expected [batch, seq, ", state_->config.hidden_size, "], got ", shape_str(hidden.sizes()));
   return state_->arch->block_forward(state_->weight_fn(), i, hidden.to(state_->device, state_->dtype), observer,
-                                     nullptr, Placement{});
+                                     nullptr, at);
 }
 
 bool CausalLM::cache_exact(int64_t length) const { return state_->arch->cache_exact(length); }

@@ -118,8 +118,11 @@ class Llama final : public Architecture {
                            const LinearObserver* observer, BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, KV = c_.num_kv_heads, D = c_.head_dim;
-    auto lin = [&](const std::string& name, const at::Tensor& in, bool bias) {
+    auto observe = [&](const std::string& name, const at::Tensor& in) {
       if (observer != nullptr) (*observer)(name, in);
+    };
+    auto lin = [&](const std::string& name, const at::Tensor& in, bool bias) {
+      observe(name, in);
       return apply_linear(in, w(p + name + ".weight"), bias ? w(p + name + ".bias") : at::Tensor());
     };
 
@@ -139,7 +142,12 @@ class Llama final : public Architecture {
     h = rms_norm(out, w(p + "post_attention_layernorm.weight"));
     at::Tensor g = lin("mlp.gate_proj", h, c_.mlp_bias);
     at::Tensor u = lin("mlp.up_proj", h, c_.mlp_bias);
-    return out + lin("mlp.down_proj", at::silu(g).mul_(u), c_.mlp_bias);
+    const at::Tensor m = at::silu_(g).mul_(u);
+    if (at.inputs_only) {
+      observe("mlp.down_proj", m);
+      return {};
+    }
+    return out + lin("mlp.down_proj", m, c_.mlp_bias);
   }
 
   // Dynamic scaling computes every position's rotation from the sequence's whole length once it passes

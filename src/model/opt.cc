@@ -85,8 +85,11 @@ class Opt final : public Architecture {
                            const LinearObserver* observer, BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, D = c_.head_dim;
-    auto lin = [&](const std::string& name, const at::Tensor& in) {
+    auto observe = [&](const std::string& name, const at::Tensor& in) {
       if (observer != nullptr) (*observer)(name, in);
+    };
+    auto lin = [&](const std::string& name, const at::Tensor& in) {
+      observe(name, in);
       return apply_linear(in, w(p + name + ".weight"), c_.enable_bias ? w(p + name + ".bias") : at::Tensor());
     };
     auto norm = [&](const std::string& name, const at::Tensor& in) {
@@ -103,7 +106,12 @@ class Opt final : public Architecture {
     if (!c_.do_layer_norm_before) out = norm("self_attn_layer_norm", out);
 
     h = c_.do_layer_norm_before ? norm("final_layer_norm", out) : out;
-    out = out + lin("fc2", at::relu(lin("fc1", h)));
+    const at::Tensor m = lin("fc1", h).relu_();
+    if (at.inputs_only) {
+      observe("fc2", m);
+      return {};
+    }
+    out = out + lin("fc2", m);
     if (!c_.do_layer_norm_before) out = norm("final_layer_norm", out);
     return out;
   }

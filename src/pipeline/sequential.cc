@@ -314,7 +314,7 @@ class PruneRun {
     BlockStats stats(r_.stats_device == "cpu" ? c10::Device(c10::kCPU) : device_, parse_dtype(r_.stats_dtype));
     model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) { stats.observe(linear, x); };
     for_each_batch([&](int64_t i, int64_t n) {
-      m_.block_forward(b, to_device(inputs_.slice(0, i, i + n)), &observer);
+      m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
       stats.end_forward();
     });
     rep_.phase_seconds["statistics"] += seconds_since(t0);

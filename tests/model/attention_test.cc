@@ -13,13 +13,14 @@ namespace alps::model {
 namespace {
 
 at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                               int64_t window = 0) {
+                               int64_t window = 0, const at::Tensor& hidden_keys = {}) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), rep = H / k.size(1);
   at::Tensor kr = k.repeat_interleave(rep, 1), vr = v.repeat_interleave(rep, 1);
   at::Tensor s = at::matmul(q.to(at::kDouble), kr.to(at::kDouble).transpose(-1, -2)) * scale;
   s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
   // Query i sees keys i - window + 1 .. i: everything on or below diagonal -window is hidden.
   if (window > 0) s.masked_fill_(at::ones({T, T}, at::kBool).tril(-window), -INFINITY);
+  if (hidden_keys.defined()) s.masked_fill_(hidden_keys.view({q.size(0), 1, 1, T}), -INFINITY);
   at::Tensor o = at::matmul(at::softmax(s, -1), vr.to(at::kDouble));  // [B, H, T, D]
   return o.transpose(1, 2).reshape({B, T, H * D});
 }
@@ -38,6 +39,10 @@ TEST(Attention, ChunkedCausalMatchesReference) {
     for (int64_t chunk : {0, 1, 7, 64, 1000})
       EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk), ref, tol, 0)
           << "H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
+    // Score budgets that split the batch into single (sequence, KV group) steps, or into some groups at a time.
+    for (int64_t max_scores : {int64_t{1}, int64_t{H / KV * 7 * T * 2}})
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 7, 0, 0, {}, max_scores), ref, tol, 0)
+          << "H " << H << " KV " << KV << " T " << T << " max_scores " << max_scores;
   }
 }
 
@@ -84,6 +89,24 @@ TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
       EXPECT_ALL_CLOSE(causal_attention(tail, k, v, 0.25, chunk, window, past), ref, tol, 0)
           << "H " << H << " KV " << KV << " past " << past << " window " << window << " chunk " << chunk;
   }
+}
+
+// Keys hidden per sequence (padding) take no weight in any query's softmax, whichever steps the batch is cut into.
+TEST(Attention, HiddenKeysTakeNoWeight) {
+  at::manual_seed(4);
+  const int64_t B = 3, H = 4, KV = 2, T = 23;
+  at::Tensor q = at::randn({B, H, T, 16}), k = at::randn({B, KV, T, 16}), v = at::randn({B, KV, T, 16});
+  at::Tensor hidden = at::zeros({B, T}, at::kBool);
+  hidden.index_put_({1, at::indexing::Slice(3, 9)}, true);  // never the first key: every query keeps one to see
+  hidden.index_put_({2, 5}, true);
+  const at::Tensor ref = reference_attention(q, k, v, 0.25, 0, hidden);
+  const double vmax = v.abs().max().item<double>();
+  const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+  const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
+  for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}})
+    EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores), ref, tol, 0)
+        << "max_scores " << max_scores;
+  EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
 }
 
 }  // namespace

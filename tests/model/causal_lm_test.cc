@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,
                                            "llama_dynamic", "mistral_swa", "qwen2_linear", "qwen2_swa"));
 
 TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
-  for (const char* name : {"opt_pre", "llama_gqa"}) {
+  for (const char* name : {"opt_pre", "opt_post", "llama_gqa", "qwen2_linear"}) {
     CausalLM m = CausalLM::load(fixture(name));
     at::Tensor ids = at::randint(0, m.config().vocab_size, {2, 7}, at::kLong);
     std::vector<std::string> seen;
@@ -158,6 +158,17 @@ TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
       EXPECT_EQ(inputs[j].sizes(), (std::vector<int64_t>{2, 7, w.size(1)})) << name << " " << seen[j];
     }
     EXPECT_TRUE(out.equal(m.block_forward(1, h))) << "observer must not change the result";
+
+    // observe_block shows the same inputs (the same arithmetic up to the last linear) in the same order.
+    std::vector<std::string> seen_only;
+    size_t j = 0;
+    LinearObserver check = [&](const std::string& linear, const at::Tensor& x) {
+      seen_only.push_back(linear);
+      ASSERT_LT(j, inputs.size());
+      EXPECT_TRUE(x.equal(inputs[j++])) << name << " " << linear;
+    };
+    m.observe_block(1, h, check);
+    EXPECT_EQ(seen_only, seen) << name;
   }
 }
 

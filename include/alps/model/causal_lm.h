@@ -64,6 +64,9 @@ class CausalLM {
   at::Tensor embed(const at::Tensor& ids) const;
   /// Block i on hidden [batch, seq, hidden] (causal attention over the whole sequence, positions 0..seq-1).
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
+  /// Block i's forward for its linears' inputs only: `observer` sees each of them as in block_forward, and the
+  /// block's output, which needs the last linear's product and is not wanted here, is not computed.
+  void observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
   /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its
@@ -103,6 +106,7 @@ class CausalLM {
  private:
   CausalLM();
   at::Tensor embed_at(const at::Tensor& ids, const Placement& at) const;
+  at::Tensor run_block(int64_t i, const at::Tensor& hidden, const LinearObserver* observer, const Placement& at) const;
   struct State;
   std::unique_ptr<State> state_;
 };
