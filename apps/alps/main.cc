@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "alps/core/build_info.h"
+#include "alps/core/host_allocator.h"
 #include "alps/core/threads.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
@@ -196,6 +197,7 @@ int main(int argc, char** argv) {
     spdlog::set_level(static_cast<spdlog::level::level_enum>(
         static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
     alps::configure_threads(threads);
+    alps::install_host_buffer_cache();
     if (version) {
       std::cout << alps::build_info_text(alps::build_info());
       return 0;

@@ -4,6 +4,7 @@
 // ATen's RecordFunction hooks; work outside ATen, such as the BLAS syrk of the Gram updates, shows as "outside
 // ATen"), and the FLOP bound of the pass at the sgemm rate measured in the same process.
 // Usage: alps_bench_block --model DIR [--block 0] [--batch 8] [--seqlen 2048] [--repeat 3] [--threads N]
+//        [--host-cache on|off]   (off: libtorch's own CPU allocator, as before core/host_allocator.h)
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "alps/core/error.h"
+#include "alps/core/host_allocator.h"
 #include "alps/core/threads.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/layer_stats.h"
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
     std::string model_dir;
     int64_t block = 0, batch = 8, seqlen = 2048;
     int repeat = 3, threads = 0;
+    bool no_cache = false;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string flag = argv[i], value = argv[i + 1];
       if (flag == "--model") model_dir = value;
@@ -107,10 +110,12 @@ int main(int argc, char** argv) {
       else if (flag == "--seqlen") seqlen = std::stoll(value);
       else if (flag == "--repeat") repeat = std::max(1, std::stoi(value));
       else if (flag == "--threads") threads = std::stoi(value);
+      else if (flag == "--host-cache") no_cache = value == "off";
       else ALPS_FAIL("alps_bench_block: unknown flag '", flag, "'");
     }
     ALPS_CHECK(!model_dir.empty(), "alps_bench_block: --model DIR is required");
     const alps::ThreadSettings ts = alps::configure_threads(threads);
+    if (!no_cache) alps::install_host_buffer_cache();
     auto m = alps::model::CausalLM::load(model_dir);
     const auto& c = m.config();
     m.load_block(block);

@@ -12,6 +12,7 @@
 #include "alps/core/device.h"
 #include "alps/core/device_memory.h"
 #include "alps/core/error.h"
+#include "alps/core/host_allocator.h"
 #include "alps/core/log.h"
 #include "alps/eval/datasets.h"
 #include "alps/eval/evaluate.h"
@@ -317,6 +318,7 @@ class PruneRun {
       m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
       stats.end_forward();
     });
+    release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
     rep_.phase_seconds["statistics"] += seconds_since(t0);
 
     t0 = std::chrono::steady_clock::now();
@@ -340,6 +342,7 @@ class PruneRun {
       outputs.slice(0, i, i + n).copy_(m_.block_forward(b, to_device(inputs_.slice(0, i, i + n))));
     });
     inputs_ = std::move(outputs);
+    release_host_buffer_cache();
     m_.unload_block(b);
     rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
     rep_.blocks_done = ++next_block_;
