@@ -57,5 +57,6 @@ print()
 print(f"peak resident memory (VmHWM): {rss_gib:.2f} GiB (estimate printed before the run: host activations "
       f"{est['host_activations_gib']:.2f} GiB + block {est['device_block_weights_gib']:.2f} + statistics <= "
       f"{est['device_statistics_gib_at_most']:.2f} + solver {est['device_solver_gib']:.2f} + batch "
-      f"{est['device_batch_activations_gib']:.2f} GiB, plus the memory-mapped checkpoint)")
+      f"{est['device_batch_activations_gib']:.2f} + reused buffers <= {est.get('host_buffer_reuse_gib_at_most', 0):.2f} "
+      "GiB, plus the memory-mapped checkpoint)")
 PY

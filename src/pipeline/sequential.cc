@@ -88,7 +88,11 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
   const int64_t solver = 4 * max_in * max_in * 8;
   const int64_t batch = r.batch_size * r.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4;
   const int64_t device_stats = r.stats_device == "cpu" ? 0 : stats;
+  // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
+  // at most about one more batch of activations, until the pass ends.
+  const int64_t reuse = resolve_device(r.device).is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
   return {{"host_activations_gib", gib(activations)},
+          {"host_buffer_reuse_gib_at_most", gib(reuse)},
           {"device_total_gib_at_most", gib(block_weights + device_stats + solver + batch)},
           {"device_block_weights_gib", gib(block_weights)},
           {"device_statistics_gib_at_most", gib(device_stats)},
@@ -246,9 +250,10 @@ class PruneRun {
     rep_.blocks_total = m_.num_blocks();
     rep_.extra["memory_estimate"] = memory_estimate(m_, r_, dtype_);
     const auto& est = rep_.extra["memory_estimate"];
-    spdlog::info("memory estimate: host activations {:.2f} GiB; {} at most {:.2f} GiB: block weights {:.2f} GiB + "
-                 "statistics {:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
-                 est["host_activations_gib"].get<double>(), device_.str(), est["device_total_gib_at_most"].get<double>(),
+    spdlog::info("memory estimate: host activations {:.2f} GiB (+ reused buffers <= {:.2f} GiB); {} at most {:.2f} "
+                 "GiB: block weights {:.2f} GiB + statistics {:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
+                 est["host_activations_gib"].get<double>(), est["host_buffer_reuse_gib_at_most"].get<double>(),
+                 device_.str(), est["device_total_gib_at_most"].get<double>(),
                  est["device_block_weights_gib"].get<double>(),
                  est["device_statistics_gib_at_most"].get<double>(), est["device_solver_gib"].get<double>(),
                  est["device_batch_activations_gib"].get<double>());
