@@ -1,8 +1,8 @@
 // alps_bench_block: where one transformer block's time goes in the two passes `alps prune` makes over the
-// calibration set: the forward with every linear's statistics accumulated, and the plain forward. Times each pass
-// over one batch of [batch, seqlen] random hidden states, its share per top-level ATen operator (recorded through
-// ATen's RecordFunction hooks; work outside ATen, such as the BLAS syrk of the Gram updates, shows as "outside
-// ATen"), and the FLOP bound of the pass at the sgemm rate measured in the same process.
+// calibration set: the statistics pass (the block up to its last linear's input, every Gram update) and the plain
+// forward. Times each pass over one batch of [batch, seqlen] random hidden states, its share per top-level ATen
+// operator and per operator inside alps's own profiling scopes (alps::causal_attention, alps::layer_stats), recorded
+// through ATen's RecordFunction hooks, and the pass's FLOP bound at the sgemm rate measured in the same process.
 // Usage: alps_bench_block --model DIR [--block 0] [--batch 8] [--seqlen 2048] [--repeat 3] [--threads N]
 //        [--host-cache on|off]   (off: libtorch's own CPU allocator, as before core/host_allocator.h)
 #include <ATen/ATen.h>

@@ -97,7 +97,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
           scores.masked_fill_(hidden_keys.narrow(0, b, bn).narrow(1, k0, n).view({bn, 1, 1, n}),
                               -std::numeric_limits<double>::infinity());
         // Softmax in fp32 even for half compute, as transformers does; in place for fp32.
-        const at::Tensor probs = dtype == at::kFloat ? softmax_in_place(scores) : at::softmax(scores, -1, at::kFloat).to(dtype);
+        const at::Tensor probs =
+            dtype == at::kFloat ? softmax_in_place(scores) : at::softmax(scores, -1, at::kFloat).to(dtype);
         og.narrow(3, s, len).copy_(at::matmul(probs, vg.narrow(2, k0, n)).view({bn, gn, rep, len, D}));
       }
     }

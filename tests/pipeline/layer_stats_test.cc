@@ -26,7 +26,8 @@ TEST(LayerStats, EqualsExplicitGramMeanAndCount) {
   const double max_diag = X.pow(2).sum(0).max().item<double>();
   EXPECT_ALL_CLOSE(s.gram(), X.t().mm(X), test::rounding_bound(17, max_diag) / 2, 0);
   const at::Tensor abs_a = a.reshape({-1, 6}).abs().sum(0).to(at::kDouble), abs_b = b.reshape({-1, 6}).abs().sum(0);
-  const double sum_error = (test::rounding_bound(10, 1) * abs_a + test::rounding_bound(7, 1) * abs_b).max().item<double>();
+  const double sum_error =
+      (test::rounding_bound(10, 1) * abs_a + test::rounding_bound(7, 1) * abs_b).max().item<double>();
   EXPECT_ALL_CLOSE(s.mean(), X.mean(0), sum_error / 17, std::ldexp(1.0, -24));
 }
 
