@@ -69,7 +69,10 @@ COMMON=(--calib c4 --nsamples "$NSAMPLES" --seqlen "$SEQLEN" --seed "$SEED" --da
 bench_one() {  # METHOD IMPL CHECKOUT
   local method=$1 impl=$2 checkout=$3 tag="$1-${SPARSITY/:/of}"
   local scratch="$RESULTS/$tag.alps-inputs" out="$RESULTS/$tag.alps-out"
-  rm -rf "$scratch" "$out"
+  # Only directories this script creates are removed later; leftovers of another run are not guessed at.
+  for d in "$scratch" "$out"; do
+    [ ! -e "$d" ] || { echo "$d exists (from an earlier run?): choose another RESULTS directory" >&2; exit 1; }
+  done
   echo "== $tag: alps calibration capture (--stop-after 0)" >&2
   "$ALPS" --threads "$THREADS" prune --model "$MODEL" --out "$scratch" --method "$method" "${PATTERN_FLAG[@]}" \
     "${COMMON[@]}" --stop-after 0 --json >/dev/null 2>"$RESULTS/$tag.alps-inputs.log"

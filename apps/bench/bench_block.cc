@@ -21,6 +21,7 @@
 #include "alps/core/threads.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/layer_stats.h"
+#include "best_seconds.h"
 
 namespace {
 
@@ -56,18 +57,10 @@ void on_end(const at::RecordFunction&, at::ObserverContext* ctx) {
   ++calls;
 }
 
-double seconds_of(const std::function<void()>& fn) {
-  const auto t0 = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 double sgemm_gflops(int64_t m, int64_t k, int64_t n) {
   at::Tensor a = at::randn({m, k}), b = at::randn({k, n});
   at::Tensor c = at::matmul(a, b);
-  double best = 0;
-  for (int r = 0; r < 3; ++r) best = std::max(best, 2.0 * m * k * n / seconds_of([&] { c = at::matmul(a, b); }) / 1e9);
-  return best;
+  return 2.0 * m * k * n / best_seconds(3, [&] { c = at::matmul(a, b); }) / 1e9;
 }
 
 void report(const char* pass, double best, double flops, double rate, int repeat) {
@@ -158,20 +151,18 @@ int main(int argc, char** argv) {
     for (const bool stats : {true, false}) {
       m.block_forward(block, x);  // warm-up: allocator, BLAS buffers
       g_ops.clear();
-      double best = 1e300;
-      for (int r = 0; r < repeat; ++r) {
-        alps::pipeline::BlockStats bs(c10::kCPU, at::kFloat);
-        alps::model::LinearObserver observe = [&](const std::string& name, const at::Tensor& in) {
-          bs.observe(name, in);
-        };
-        best = std::min(best, seconds_of([&] {
-                          if (stats)
-                            m.observe_block(block, x, observe);
-                          else
-                            m.block_forward(block, x);
-                          bs.end_forward();
-                        }));
-      }
+      // One accumulator set for all runs, as the pipeline keeps one per block across its batches.
+      alps::pipeline::BlockStats bs(c10::kCPU, at::kFloat);
+      alps::model::LinearObserver observe = [&](const std::string& name, const at::Tensor& in) {
+        bs.observe(name, in);
+      };
+      const double best = best_seconds(repeat, [&] {
+        if (stats)
+          m.observe_block(block, x, observe);
+        else
+          m.block_forward(block, x);
+        bs.end_forward();
+      });
       report(stats ? "statistics (forward to the last linear's input, Gram updates)" : "forward", best,
              linear + attention + (stats ? gram - last_linear : 0), rate, repeat);
     }

@@ -6,27 +6,16 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
+#include "best_seconds.h"
 
 namespace {
-
-double best_seconds(int repeat, const std::function<void()>& fn) {
-  double best = 1e300;
-  for (int r = 0; r < repeat; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 void row(int64_t n, const char* kernel, const char* a_name, double a, const char* b_name, double b) {
   std::printf("| %lld | %s | %s %.3f s | %s %.3f s | %.2fx |\n", static_cast<long long>(n), kernel, a_name, a, b_name,

@@ -88,7 +88,7 @@ alps::prune::LayerResult run_one(const alps::prune::LayerProblem& problem, const
   return solve_layer(*method, problem, pattern, parse_refine(refine_text), pcg);
 }
 
-// Issue 2's targets from the runs of one shape and pattern, as ratios taken in this process.
+// The solver targets from the runs of one shape and pattern, as ratios taken in this process.
 void print_targets(const nlohmann::json& runs) {
   std::printf("\n| shape | pattern | comparison | time ratio | error ratio |\n|---|---|---|---|---|\n");
   auto find = [&](const nlohmann::json& like, const std::string& method) -> const nlohmann::json* {

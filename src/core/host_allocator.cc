@@ -18,7 +18,7 @@ namespace alps {
 namespace {
 
 constexpr size_t kMinBytes = size_t{4} << 20;   // smaller buffers stay in glibc's heap, which reuses them itself
-constexpr size_t kGranule = size_t{2} << 20;    // sizes rounded to huge-page multiples
+constexpr size_t kGranule = size_t{2} << 20;    // sizes rounded up to this, so nearly equal requests share buffers
 
 // Buffers of at least kMinBytes are mapped directly and, once freed, kept in a pool keyed by size (up to the
 // limit); a request takes the smallest pooled buffer that holds it if that wastes at most a quarter. Smaller

@@ -8,7 +8,7 @@ struct HostCacheStats {
   int64_t hits = 0;          ///< large allocations served from a freed buffer
   int64_t misses = 0;        ///< large allocations that mapped new memory
   int64_t cached_bytes = 0;  ///< freed buffers held for reuse now
-  int64_t limit_bytes = 0;   ///< most bytes ever held for reuse
+  int64_t limit_bytes = 0;   ///< the most bytes the cache may hold for reuse
 };
 
 /// Makes libtorch's CPU allocator keep freed buffers of at least 4 MiB, up to `limit_bytes` in all (0: an eighth
