@@ -8,7 +8,8 @@
 #
 # Usage: scripts/sweep.sh --model DIR --out SWEEP [options]
 #   --methods LIST        methods (default alps,sparsegpt,wanda,dsnot,magnitude)
-#   --patterns LIST       sparsities and N:M patterns (default 0.5,0.6,0.7,0.8,2:4)
+#   --patterns LIST       sparsities and N:M patterns (default 0.5,0.6,0.7,0.8,2:4); the runs go pattern by
+#                         pattern in this order (every method at the first, then the next), the tables by sparsity
 #   --nsamples N          calibration windows (default 128)
 #   --seqlen N            tokens per calibration window (default 2048)
 #   --calib SRC           calibration text (default c4)
@@ -135,8 +136,8 @@ else
   progress dense "$(( $(date +%s) - t0 ))s"
 fi
 
-for method in "${method_list[@]}"; do
-  for pattern in "${pattern_list[@]}"; do
+for pattern in "${pattern_list[@]}"; do
+  for method in "${method_list[@]}"; do
     run="$method-${pattern/:/of}"
     report="$out/reports/$run.json"
     if [ -f "$report" ]; then progress "$run" "kept from an earlier run"; continue; fi

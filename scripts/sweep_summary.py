@@ -29,6 +29,14 @@ def metrics_of_eval(entries):
     return out
 
 
+def pattern_order(p):
+    """Unstructured sparsities ascending, then N:M patterns by density: a sweep may run its patterns in any order."""
+    if ":" in p:
+        n, m = p.split(":")
+        return (1, int(n) / int(m), p)
+    return (0, float(p), p)
+
+
 def pattern_label(p):
     return p if ":" in p else f"{100 * float(p):g}%"
 
@@ -47,7 +55,7 @@ def fmt(value, metric):
 
 def main(sweep):
     settings = json.load(open(os.path.join(sweep, "sweep.json")))
-    methods, patterns = settings["methods"], settings["patterns"]
+    methods, patterns = settings["methods"], sorted(settings["patterns"], key=pattern_order)
     reports = os.path.join(sweep, "reports")
 
     dense = None

@@ -3,6 +3,7 @@
 // forward. Times each pass over one batch of [batch, seqlen] random hidden states, its share per top-level ATen
 // operator and per operator inside alps's own profiling scopes (alps::causal_attention, alps::layer_stats), recorded
 // through ATen's RecordFunction hooks, and the pass's FLOP bound at the sgemm rate measured in the same process.
+// Then the attention step alone under each of its schedules (model/architecture.h).
 // Usage: alps_bench_block --model DIR [--block 0] [--batch 8] [--seqlen 2048] [--repeat 3] [--threads N]
 //        [--host-cache on|off]   (off: libtorch's own CPU allocator, as before core/host_allocator.h)
 #include <ATen/ATen.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -21,6 +23,7 @@
 #include "alps/core/threads.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/layer_stats.h"
+#include "model/architecture.h"
 #include "best_seconds.h"
 
 namespace {
@@ -167,6 +170,23 @@ int main(int argc, char** argv) {
              linear + attention + (stats ? gram - last_linear : 0), rate, repeat);
     }
     at::removeCallback(handle);
+
+    // The attention step alone, each schedule on the same queries, keys and values.
+    std::printf("\n### attention alone ([%lld, %lld] queries, %lld heads, %lld KV heads, head_dim %lld)\n\n"
+                "| schedule | seconds | GFLOP/s | of sgemm rate |\n|---|---|---|---|\n",
+                static_cast<long long>(batch), static_cast<long long>(seqlen), static_cast<long long>(c.num_heads),
+                static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.head_dim));
+    const at::Tensor q = at::randn({batch, c.num_heads, seqlen, c.head_dim}),
+                     k = at::randn({batch, c.num_kv_heads, seqlen, c.head_dim}), v = at::randn_like(k);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    for (const auto& [name, schedule] : {std::pair{"batched", alps::model::AttentionSchedule::batched},
+                                         std::pair{"tiled", alps::model::AttentionSchedule::tiled}}) {
+      (void)alps::model::causal_attention(q, k, v, scale, 0, 0, 0, {}, 0, schedule);
+      const double best = best_seconds(repeat, [&] {
+        (void)alps::model::causal_attention(q, k, v, scale, 0, 0, 0, {}, 0, schedule);
+      });
+      std::printf("| %s | %.3f | %.1f | %.2f |\n", name, best, attention / best / 1e9, attention / best / rate);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "alps_bench_block: %s\n", e.what());

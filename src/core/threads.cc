@@ -71,6 +71,18 @@ ThreadSettings thread_settings() {
   return s;
 }
 
+SerialBlas::SerialBlas() {
+  GetThreads get = openblas_get();
+  SetThreads set = openblas_set();
+  if (get == nullptr || set == nullptr || products_in_intra_op_pool()) return;
+  saved_ = get();
+  if (saved_ > 1) set(1);
+}
+
+SerialBlas::~SerialBlas() {
+  if (saved_ > 1) openblas_set()(saved_);
+}
+
 std::string thread_settings_text(const ThreadSettings& s) {
   std::string out = std::to_string(s.threads) + " (";
   if (!s.blas_library.empty()) out += s.blas_library + " pool " + std::to_string(s.blas) + ", ";

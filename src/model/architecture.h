@@ -97,16 +97,23 @@ void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaul
 
 /// Additive causal mask [seq, seq]: 0 on and below the diagonal, -inf above, in `dtype` on `device`.
 at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
+/// How causal_attention cuts its work: `batched`, steps over many (sequence, KV group) pairs at once, each product
+/// run by BLAS over all its threads (any device and dtype); `tiled`, one (sequence, KV group, query tile) per task
+/// on alps's own threads, each tile's scores kept in one core's cache (fp32 on the CPU); `automatic`, tiled where
+/// it applies and BLAS has a pool of its own (core/threads.h), else batched.
+enum class AttentionSchedule { automatic, batched, tiled };
+
 /// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]
 /// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
 /// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
-/// problem), each step one batched matmul over as many sequences and KV groups as keep its scores under
-/// `max_scores` elements (0: about 24 MB), without copying K or V. With `window` > 0, query i sees keys
-/// i - window + 1 .. i only (sliding-window attention). `hidden_keys` [B, past + T] bool (may be undefined) hides
-/// keys from every query; the window counts slots, so it cannot be combined with hidden keys inside it.
+/// problem), each step's scores under `max_scores` elements (0: the schedule's default), without copying K or V.
+/// With `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention). `hidden_keys`
+/// [B, past + T] bool (may be undefined) hides keys from every query; the window counts slots, so it cannot be
+/// combined with hidden keys inside it.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                             int64_t chunk = 0, int64_t window = 0, int64_t past = 0,
-                            const at::Tensor& hidden_keys = {}, int64_t max_scores = 0);
+                            const at::Tensor& hidden_keys = {}, int64_t max_scores = 0,
+                            AttentionSchedule schedule = AttentionSchedule::automatic);
 /// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).

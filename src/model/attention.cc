@@ -2,10 +2,12 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "alps/core/error.h"
 #include "alps/core/parallel.h"
+#include "alps/core/threads.h"
 #include "model/architecture.h"
 
 namespace alps::model {
@@ -46,64 +48,146 @@ at::Tensor softmax_in_place(at::Tensor& scores) {
 
 }  // namespace
 
+namespace {
+
+// Where a step's queries and keys sit: its rows hold query positions q0 .. q0 + len - 1, its columns keys
+// k0 .. k0 + n - 1.
+struct Step {
+  int64_t q0, len, k0, n;
+};
+
+// The keys a step over rows [s, s + len) must see: up to the last row's position, and, with a sliding window, from
+// the first row's window on.
+Step step_of(int64_t past, int64_t s, int64_t len, int64_t window) {
+  const int64_t e = past + s + len;
+  const int64_t k0 = window > 0 ? std::max<int64_t>(0, past + s - window + 1) : 0;
+  return {past + s, len, k0, e - k0};
+}
+
+// Hides from a step's scores what its queries may not see. `rows` views the scores as [.., rep, len, n];
+// `diagonal` is causal_mask(len) (or the top-left corner of a larger one); `hidden` (may be undefined) is true for
+// keys hidden from every query, shaped to broadcast against the scores.
+void mask_step(const at::Tensor& scores, const at::Tensor& rows, const Step& st, int64_t window,
+               const at::Tensor& diagonal, const at::Tensor& hidden) {
+  if (window > 0 && st.k0 + st.n > window)
+    rows.add_(sliding_window_mask(st.q0, st.len, st.k0, st.n, window, scores.scalar_type(), scores.device()));
+  else  // k0 = 0: the last len keys are the rows' own positions
+    rows.narrow(-1, st.n - st.len, st.len).add_(diagonal);
+  if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+}
+
+// Many (sequences, KV groups) per step, each step's products run by BLAS over all its threads. Scores of a step stay
+// under `budget` elements. Query chunks come first: a chunk ending at query position e only needs keys [0, e), so
+// most of the masked half of the T x T scores is never computed, and only the diagonal block needs the mask. The
+// chunk is as long as the budget allows up to 512 rows (the masked work left is then 1/8 of a 2048-token window);
+// the groups and sequences that fit beside it share one batched product.
+void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& out5,
+                    int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t budget) {
+  const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = kt.size(-1);
+  const int64_t len_max = chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 64, 512);
+  const int64_t step_scores = rep * std::min(len_max, T) * S;
+  const int64_t groups = std::clamp<int64_t>(budget / std::max<int64_t>(1, step_scores), 1, KV);
+  const int64_t seqs = groups < KV ? 1 : std::clamp<int64_t>(budget / std::max<int64_t>(1, KV * step_scores), 1, B);
+  const auto dtype = q5.scalar_type();
+  const at::Tensor diagonal = causal_mask(std::min(len_max, T), dtype, q5.device());
+  for (int64_t b = 0; b < B; b += seqs) {
+    const int64_t bn = std::min(seqs, B - b);
+    for (int64_t g = 0; g < KV; g += groups) {
+      const int64_t gn = std::min(groups, KV - g);
+      const at::Tensor qg = q5.narrow(0, b, bn).narrow(1, g, gn), kg = kt.narrow(0, b, bn).narrow(1, g, gn),
+                       vg = v.narrow(0, b, bn).narrow(1, g, gn), og = out5.narrow(0, b, bn).narrow(1, g, gn);
+      for (int64_t s = 0; s < T; s += len_max) {
+        const Step st = step_of(past, s, std::min(len_max, T - s), window);
+        at::Tensor scores =
+            at::matmul(qg.narrow(3, s, st.len).reshape({bn, gn, rep * st.len, D}), kg.narrow(-1, st.k0, st.n));
+        const at::Tensor hidden = hidden_keys.defined()
+                                      ? hidden_keys.narrow(0, b, bn).narrow(1, st.k0, st.n).view({bn, 1, 1, st.n})
+                                      : at::Tensor();
+        mask_step(scores, scores.view({bn, gn, rep, st.len, st.n}), st, window,
+                  diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden);
+        // Softmax in fp32 even for half compute, as transformers does; in place for fp32.
+        const at::Tensor probs =
+            dtype == at::kFloat ? softmax_in_place(scores) : at::softmax(scores, -1, at::kFloat).to(dtype);
+        og.narrow(3, s, st.len).copy_(at::matmul(probs, vg.narrow(2, st.k0, st.n)).view({bn, gn, rep, st.len, D}));
+      }
+    }
+  }
+}
+
+// One (sequence, KV group, query tile) per task on alps's pool, each task's products on its own core (BLAS kept to
+// the calling thread): a tile's scores (at most `budget` elements) stay in that core's cache from the product that
+// makes them through the softmax to the product that consumes them, where a batched step's scores go out to memory
+// and back between each of those (its products ran at about half the sgemm rate with K = head_dim). The longest
+// tiles (those nearest the end of a sequence) are dealt out first.
+void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out5,
+                  int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t budget) {
+  const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = k.size(2);
+  const int64_t len_max =
+      std::min(T, chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 16, 512));
+  const int64_t tiles = (T + len_max - 1) / len_max, tasks = B * KV * tiles;
+  const at::Tensor diagonal = causal_mask(len_max, at::kFloat, q5.device());
+  const int threads = static_cast<int>(std::min<int64_t>(parallel_threads(tasks, 1), tasks));
+  std::atomic<int64_t> next{0};
+  SerialBlas serial;
+  run_tasks(threads, [&](int) {
+    at::Tensor qbuf = at::empty({rep * len_max, D}, q5.options()), obuf = at::empty_like(qbuf);
+    at::Tensor sbuf = at::empty({rep * len_max * S}, q5.options());
+    for (int64_t task; (task = next.fetch_add(1)) < tasks;) {
+      const int64_t tile = tiles - 1 - task / (B * KV), b = task % (B * KV) / KV, g = task % KV;
+      const int64_t s = tile * len_max;
+      const Step st = step_of(past, s, std::min(len_max, T - s), window);
+      const int64_t rows = rep * st.len;
+      at::Tensor qt = qbuf.narrow(0, 0, rows), ot = obuf.narrow(0, 0, rows);
+      qt.view({rep, st.len, D}).copy_(q5[b][g].narrow(1, s, st.len));
+      at::Tensor scores = sbuf.narrow(0, 0, rows * st.n).view({rows, st.n});
+      at::mm_out(scores, qt, k[b][g].narrow(0, st.k0, st.n).t());
+      const at::Tensor hidden =
+          hidden_keys.defined() ? hidden_keys[b].narrow(0, st.k0, st.n).view({1, st.n}) : at::Tensor();
+      mask_step(scores, scores.view({rep, st.len, st.n}), st, window,
+                diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden);
+      at::_softmax_out(scores, scores, -1, false);
+      at::mm_out(ot, scores, v[b][g].narrow(0, st.k0, st.n));
+      out5[b][g].narrow(1, s, st.len).copy_(ot.view({rep, st.len, D}));
+    }
+  });
+}
+
+}  // namespace
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk,
-                            int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t max_scores) {
+                            int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t max_scores,
+                            AttentionSchedule schedule) {
   RECORD_USER_SCOPE("alps::causal_attention");
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1), S = k.size(2);
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
   ALPS_CHECK(!hidden_keys.defined() || window == 0 || S <= window,
              "attention: a sliding window over padded sequences is not supported");
   const int64_t rep = H / KV;
-  // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
-  // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V.
-  const at::Tensor q5 = q.contiguous().view({B, KV, rep, T, D});
-  const at::Tensor kt = k.transpose(-1, -2);  // [B, KV, D, S]
-  at::Tensor out = at::empty({B, KV, rep, T, D}, q.options());
-  // Work in steps of (sequences, KV groups, query chunk) whose score block stays under `max_scores` elements:
-  // ~24 MB, below glibc's largest mmap threshold, so the buffer is reused instead of being mapped and page-faulted
-  // afresh for every step. Query chunks come first: a chunk ending at query position e only needs keys [0, e), so
-  // most of the masked half of the T x T scores is never computed, and only the diagonal block needs the mask. The
-  // chunk is as long as the budget allows up to 512 rows (the masked work left is then 1/8 of a 2048-token
-  // window); the groups and sequences that fit beside it share one batched product. Large products keep the
-  // BLAS threads busy; many small ones (64-row chunks over all heads) ran at a sixth of the sgemm rate.
-  const int64_t budget = max_scores > 0 ? max_scores : int64_t{6} << 20;
-  const int64_t len_max = chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 64, 512);
-  const int64_t step_scores = rep * std::min(len_max, T) * S;
-  const int64_t groups = std::clamp<int64_t>(budget / std::max<int64_t>(1, step_scores), 1, KV);
-  const int64_t seqs = groups < KV ? 1 : std::clamp<int64_t>(budget / std::max<int64_t>(1, KV * step_scores), 1, B);
   // A sliding window only matters once some query has more than `window` keys before it.
-  const bool slide = window > 0 && S > window;
-  const auto dtype = q.scalar_type();
-  for (int64_t b = 0; b < B; b += seqs) {
-    const int64_t bn = std::min(seqs, B - b);
-    for (int64_t g = 0; g < KV; g += groups) {
-      const int64_t gn = std::min(groups, KV - g);
-      const at::Tensor qg = q5.narrow(0, b, bn).narrow(1, g, gn), kg = kt.narrow(0, b, bn).narrow(1, g, gn),
-                       vg = v.narrow(0, b, bn).narrow(1, g, gn);
-      at::Tensor og = out.narrow(0, b, bn).narrow(1, g, gn);
-      for (int64_t s = 0; s < T; s += len_max) {
-        // Rows s..e-1 hold query positions past + s .. past + e - 1.
-        const int64_t len = std::min(len_max, T - s), e = past + s + len;
-        // Keys [k0, e): with a sliding window, those before the first row's window are never seen by the chunk.
-        const int64_t k0 = slide ? std::max<int64_t>(0, past + s - window + 1) : 0, n = e - k0;
-        at::Tensor scores = at::matmul(qg.narrow(3, s, len).reshape({bn, gn, rep * len, D}), kg.narrow(-1, k0, n));
-        scores.mul_(scale);
-        const at::Tensor rows = scores.view({bn, gn, rep, len, n});
-        if (slide)
-          rows.add_(sliding_window_mask(past + s, len, k0, n, window, dtype, scores.device()));
-        else  // k0 = 0: the last len keys are the chunk's own positions
-          rows.narrow(-1, n - len, len).add_(causal_mask(len, dtype, scores.device()));
-        if (hidden_keys.defined())
-          scores.masked_fill_(hidden_keys.narrow(0, b, bn).narrow(1, k0, n).view({bn, 1, 1, n}),
-                              -std::numeric_limits<double>::infinity());
-        // Softmax in fp32 even for half compute, as transformers does; in place for fp32.
-        const at::Tensor probs =
-            dtype == at::kFloat ? softmax_in_place(scores) : at::softmax(scores, -1, at::kFloat).to(dtype);
-        og.narrow(3, s, len).copy_(at::matmul(probs, vg.narrow(2, k0, n)).view({bn, gn, rep, len, D}));
-      }
-    }
+  if (window >= S) window = 0;
+  // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
+  // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V. The scale goes
+  // on the queries (T x D products) rather than on the scores (T x S).
+  const at::Tensor q5 = (q * scale).view({B, KV, rep, T, D});
+  // The output is written in place as [B, T, H, D], the layout the output projection reads.
+  at::Tensor out = at::empty({B, T, KV, rep, D}, q.options());
+  const at::Tensor out5 = out.permute({0, 2, 3, 1, 4});
+  if (schedule == AttentionSchedule::automatic)
+    schedule = q.is_cpu() && q.scalar_type() == at::kFloat && !products_in_intra_op_pool()
+                   ? AttentionSchedule::tiled
+                   : AttentionSchedule::batched;
+  if (schedule == AttentionSchedule::tiled) {
+    ALPS_CHECK(q.is_cpu() && q.scalar_type() == at::kFloat, "attention: tiled steps are for fp32 on the CPU");
+    // 1 MB of scores per tile, one core's L2 cache here: tiles of 192K-1M scores ran within 5% of each other on
+    // the OPT-125M and SmolLM2 shapes, 64K and less up to 1.6x slower (alps_bench_block).
+    attend_tiled(q5, k, v, out5, chunk, window, past, hidden_keys, max_scores > 0 ? max_scores : int64_t{256} << 10);
+  } else {
+    // ~24 MB per step, below glibc's largest mmap threshold, so the buffer is reused instead of being mapped and
+    // page-faulted afresh for every step.
+    attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden_keys,
+                   max_scores > 0 ? max_scores : int64_t{6} << 20);
   }
-  return out.view({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D});
+  return out.view({B, T, H * D});
 }
 
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values) {

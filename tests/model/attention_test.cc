@@ -1,6 +1,6 @@
 // The chunked causal attention kernel against the textbook formula (full score matrix, -inf above the diagonal and,
 // with a sliding window W, at and beyond W positions back; softmax; K/V heads repeated for GQA as transformers'
-// repeat_kv does), for several chunk sizes.
+// repeat_kv does), for several chunk sizes, under both of its schedules.
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -25,6 +25,10 @@ at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const a
   return o.transpose(1, 2).reshape({B, T, H * D});
 }
 
+constexpr AttentionSchedule kSchedules[] = {AttentionSchedule::batched, AttentionSchedule::tiled};
+
+const char* name(AttentionSchedule s) { return s == AttentionSchedule::tiled ? "tiled" : "batched"; }
+
 TEST(Attention, ChunkedCausalMatchesReference) {
   at::manual_seed(0);
   for (auto [H, KV, T] : {std::tuple{4, 4, 37}, {8, 2, 300}, {6, 3, 5}}) {
@@ -36,13 +40,17 @@ TEST(Attention, ChunkedCausalMatchesReference) {
     const double vmax = v.abs().max().item<double>();
     const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
     const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
-    for (int64_t chunk : {0, 1, 7, 64, 1000})
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk), ref, tol, 0)
-          << "H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
-    // Score budgets that split the batch into single (sequence, KV group) steps, or into some groups at a time.
-    for (int64_t max_scores : {int64_t{1}, int64_t{H / KV * 7 * T * 2}})
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 7, 0, 0, {}, max_scores), ref, tol, 0)
-          << "H " << H << " KV " << KV << " T " << T << " max_scores " << max_scores;
+    for (AttentionSchedule schedule : kSchedules) {
+      for (int64_t chunk : {0, 1, 7, 64, 1000})
+        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, 0, 0, {}, 0, schedule), ref, tol, 0)
+            << name(schedule) << " H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
+      // Score budgets that split the batch into single (sequence, KV group) steps of 7 queries, or into some groups
+      // at a time (batched), or size the tiles (tiled: 16 queries and more).
+      const int64_t chunk = schedule == AttentionSchedule::batched ? 7 : 0;
+      for (int64_t max_scores : {int64_t{1}, int64_t{H / KV * 7 * T * 2}})
+        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, 0, 0, {}, max_scores, schedule), ref, tol, 0)
+            << name(schedule) << " H " << H << " KV " << KV << " T " << T << " max_scores " << max_scores;
+    }
   }
 }
 
@@ -55,9 +63,11 @@ TEST(Attention, SlidingWindowMatchesReference) {
     const double vmax = v.abs().max().item<double>();
     const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
     const double tol = test::rounding_bound(16 + 2 * window, vmax) + test::rounding_bound(16, score_scale) * vmax;
-    for (int64_t chunk : {0, 1, 4, 7, 64, 1000})
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, window), ref, tol, 0)
-          << "H " << H << " KV " << KV << " T " << T << " window " << window << " chunk " << chunk;
+    for (AttentionSchedule schedule : kSchedules)
+      for (int64_t chunk : {0, 1, 4, 7, 64, 1000})
+        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, window, 0, {}, 0, schedule), ref, tol, 0)
+            << name(schedule) << " H " << H << " KV " << KV << " T " << T << " window " << window << " chunk "
+            << chunk;
     // The window really hides something (except where it spans the whole sequence).
     if (window < T) EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
   }
@@ -67,8 +77,11 @@ TEST(Attention, SlidingWindowMatchesReference) {
 TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
   at::manual_seed(2);
   at::Tensor q = at::randn({1, 4, 30, 8}), k = at::randn({1, 2, 30, 8}), v = at::randn({1, 2, 30, 8});
-  for (int64_t window : {30, 31, 1000})
-    EXPECT_TRUE(causal_attention(q, k, v, 0.3, 0, window).equal(causal_attention(q, k, v, 0.3))) << window;
+  for (AttentionSchedule schedule : kSchedules)
+    for (int64_t window : {30, 31, 1000})
+      EXPECT_TRUE(causal_attention(q, k, v, 0.3, 0, window, 0, {}, 0, schedule)
+                      .equal(causal_attention(q, k, v, 0.3, 0, 0, 0, {}, 0, schedule)))
+          << name(schedule) << " " << window;
 }
 
 // Queries that continue a sequence (positions past .. past + T - 1 against all past + T keys, as with a KV cache)
@@ -85,9 +98,11 @@ TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
     const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
     const double tol = test::rounding_bound(16 + 2 * terms, vmax) + test::rounding_bound(16, score_scale) * vmax;
     const at::Tensor tail = q.narrow(2, past, T);
-    for (int64_t chunk : {0, 1, 7})
-      EXPECT_ALL_CLOSE(causal_attention(tail, k, v, 0.25, chunk, window, past), ref, tol, 0)
-          << "H " << H << " KV " << KV << " past " << past << " window " << window << " chunk " << chunk;
+    for (AttentionSchedule schedule : kSchedules)
+      for (int64_t chunk : {0, 1, 7})
+        EXPECT_ALL_CLOSE(causal_attention(tail, k, v, 0.25, chunk, window, past, {}, 0, schedule), ref, tol, 0)
+            << name(schedule) << " H " << H << " KV " << KV << " past " << past << " window " << window
+            << " chunk " << chunk;
   }
 }
 
@@ -103,9 +118,10 @@ TEST(Attention, HiddenKeysTakeNoWeight) {
   const double vmax = v.abs().max().item<double>();
   const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
   const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
-  for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}})
-    EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores), ref, tol, 0)
-        << "max_scores " << max_scores;
+  for (AttentionSchedule schedule : kSchedules)
+    for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}})
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
+          << name(schedule) << " max_scores " << max_scores;
   EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
 }
 

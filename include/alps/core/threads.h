@@ -32,6 +32,20 @@ ThreadSettings configure_threads(int n);
 /// The pools as they are now.
 ThreadSettings thread_settings();
 
+/// While alive, BLAS products run on their calling thread only (OpenBLAS's pool set to one thread; nothing to do
+/// where products run on libtorch's pool), so that alps's own pool can run many small products side by side, one
+/// per core, each on data in that core's cache. Restores the pool's size when it ends.
+class SerialBlas {
+ public:
+  SerialBlas();
+  ~SerialBlas();
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 /// "2 (OpenBLAS pool 2, libtorch intra-op 1, alps passes 2)".
 std::string thread_settings_text(const ThreadSettings& s);
 
