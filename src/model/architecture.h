@@ -100,7 +100,7 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// How causal_attention cuts its work: `batched`, steps over many (sequence, KV group) pairs at once, each product
 /// run by BLAS over all its threads (any device and dtype); `tiled`, one (sequence, KV group, query tile) per task
 /// on alps's own threads, each tile's scores kept in one core's cache (fp32 on the CPU); `automatic`, tiled where
-/// it applies and BLAS has a pool of its own (core/threads.h), else batched.
+/// it applies, BLAS has a pool of its own (core/threads.h) and a sequence's scores are not a handful, else batched.
 enum class AttentionSchedule { automatic, batched, tiled };
 
 /// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]

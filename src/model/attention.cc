@@ -172,8 +172,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   // The output is written in place as [B, T, H, D], the layout the output projection reads.
   at::Tensor out = at::empty({B, T, KV, rep, D}, q.options());
   const at::Tensor out5 = out.permute({0, 2, 3, 1, 4});
+  // Tiles pay a handful of operator calls each: a few queries against a short cache (a continuation after its
+  // context) run faster as one batched step.
   if (schedule == AttentionSchedule::automatic)
-    schedule = q.is_cpu() && q.scalar_type() == at::kFloat && !products_in_intra_op_pool()
+    schedule = q.is_cpu() && q.scalar_type() == at::kFloat && !products_in_intra_op_pool() && rep * T * S >= 16384
                    ? AttentionSchedule::tiled
                    : AttentionSchedule::batched;
   if (schedule == AttentionSchedule::tiled) {
