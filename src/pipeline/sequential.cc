@@ -74,7 +74,8 @@ void record_peak_memory(report::RunReport& rep, const c10::Device& device) {
 json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType dtype) {
   const auto& cfg = m.config();
   const int64_t act = element_bytes(dtype);
-  const int64_t activations = 2 * r.nsamples * r.seqlen * cfg.hidden_size * act;  // inputs and outputs of a block
+  // A block's outputs overwrite its inputs batch by batch: one set of activations.
+  const int64_t activations = r.nsamples * r.seqlen * cfg.hidden_size * act;
   int64_t block_weights = 0;
   int64_t stats = 0;
   int64_t max_in = 0;
@@ -100,7 +101,7 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
           {"device_solver_gib", gib(solver)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
-           "host: 2 * nsamples * seqlen * hidden * bytes(dtype); device: one block's weights + one [in,in] G per "
+           "host: nsamples * seqlen * hidden * bytes(dtype); device: one block's weights + one [in,in] G per "
            "distinct linear input + solver workspace (~4 [in,in] fp64) + batch activations"}};
 }
 
@@ -342,11 +343,12 @@ class PruneRun {
     // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
     t0 = std::chrono::steady_clock::now();
     step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
-    at::Tensor outputs = at::empty(inputs_.sizes(), host_options());
+    // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed
+    // run resumes from the inputs saved on disk), so the activations of the calibration set are held once.
     for_each_batch([&](int64_t i, int64_t n) {
-      outputs.slice(0, i, i + n).copy_(m_.block_forward(b, to_device(inputs_.slice(0, i, i + n))));
+      at::Tensor x = inputs_.slice(0, i, i + n);
+      x.copy_(m_.block_forward(b, to_device(x)));
     });
-    inputs_ = std::move(outputs);
     release_host_buffer_cache();
     m_.unload_block(b);
     rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
