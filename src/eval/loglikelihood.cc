@@ -39,10 +39,21 @@ namespace {
 void accumulate(const model::CausalLM& model, const std::vector<at::Tensor>& rows, const std::vector<int64_t>& targets,
                 const std::vector<int64_t>& requests, const std::vector<int64_t>& counts,
                 std::vector<RequestScore>& out) {
-  at::Tensor logp = at::log_softmax(model.head(at::cat(rows).unsqueeze(0))[0].to(at::kFloat), -1);
-  at::Tensor target = at::tensor(targets, at::kLong).to(logp.device());
-  at::Tensor token_ll = logp.gather(1, target.unsqueeze(1)).squeeze(1).to(at::kDouble).cpu();
-  at::Tensor hit = (logp.argmax(-1) == target).cpu();
+  const at::Tensor hidden = at::cat(rows);  // [n, hidden]
+  const at::Tensor target = at::tensor(targets, at::kLong).to(hidden.device());
+  // The head runs on slices of about 32 MB of logits: a batch's [n, vocab] log-probabilities at once were hundreds
+  // of MB (a batch of 128 HellaSwag continuations: 630 MB, twice), whose fresh pages cost more than the head.
+  const int64_t n = hidden.size(0), slice = std::max<int64_t>(1, (int64_t{8} << 20) / model.config().vocab_size);
+  std::vector<at::Tensor> lls, hits;
+  for (int64_t r0 = 0; r0 < n; r0 += slice) {
+    const int64_t len = std::min(slice, n - r0);
+    const at::Tensor logp = at::log_softmax(model.head(hidden.narrow(0, r0, len).unsqueeze(0))[0].to(at::kFloat), -1);
+    const at::Tensor t = target.narrow(0, r0, len);
+    lls.push_back(logp.gather(1, t.unsqueeze(1)).squeeze(1));
+    hits.push_back(logp.argmax(-1) == t);
+  }
+  at::Tensor token_ll = at::cat(lls).to(at::kDouble).cpu();
+  at::Tensor hit = at::cat(hits).cpu();
   auto ll = token_ll.accessor<double, 1>();
   auto greedy = hit.accessor<bool, 1>();
   int64_t pos = 0;
