@@ -64,7 +64,9 @@ json fingerprint_file(const fs::path& file, bool header_only) {
   }
   hash_stream(in, limit, h);
   const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  return {{"bytes", static_cast<int64_t>(st.st_size)}, {"mtime_ns", mtime_ns}, {"hash", h.hex()}};
+  json fp = {{"bytes", static_cast<int64_t>(st.st_size)}, {"mtime_ns", mtime_ns}, {"hash", h.hex()}};
+  if (header_only) fp["hashed"] = "header";
+  return fp;
 }
 
 json fingerprint_checkpoint_dir(const fs::path& dir) {
@@ -80,12 +82,18 @@ std::vector<std::string> fingerprint_differences(const json& saved, const json& 
   std::vector<std::string> out;
   auto compare_file = [&out](const std::string& label, const json& a, const json& b) {
     const std::string prefix = label.empty() ? "" : label + ": ";
+    // The modification time stands for the part the hash skips; a file hashed whole is judged by its content alone,
+    // so a copied or re-downloaded identical file still resumes. States written before "hashed" existed hashed
+    // exactly the safetensors files by their header.
+    const bool header_hash = a.value("hashed", "") == "header" || b.value("hashed", "") == "header" ||
+                             fs::path(label).extension() == ".safetensors";
     if (a.value("bytes", int64_t{-1}) != b.value("bytes", int64_t{-1}))
       out.push_back(fmt::format("{}size {} -> {} bytes", prefix, a.value("bytes", int64_t{-1}), b.value("bytes", int64_t{-1})));
     else if (a.value("hash", "") != b.value("hash", ""))
       out.push_back(prefix + "content changed");
-    else if (a.value("mtime_ns", int64_t{-1}) != b.value("mtime_ns", int64_t{-1}))
-      out.push_back(prefix + "modified since (same size and header, new modification time)");
+    else if (header_hash && a.value("mtime_ns", int64_t{-1}) != b.value("mtime_ns", int64_t{-1}))
+      out.push_back(prefix + "modified since (same size and header, new modification time; the tensor data is not "
+                    "hashed)");
   };
   if (saved.contains("bytes") || now.contains("bytes")) {
     compare_file("", saved, now);

@@ -1,7 +1,8 @@
 #pragma once
 // Fingerprints of input files, so that a resumed run can tell whether its inputs are still the ones it started from:
 // size and modification time of each file, plus a hash of its content (of the header only, for safetensors files,
-// whose data can be gigabytes; the size and time stand for the data).
+// whose data can be gigabytes; the size and time stand for the data). A file hashed whole is compared by size and
+// hash only, so touching or copying it without changing a byte is not a difference.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,7 +10,8 @@
 
 namespace alps::io {
 
-/// {"bytes", "mtime_ns", "hash"} of one file; `header_only` hashes a safetensors file's 8-byte length and JSON header.
+/// {"bytes", "mtime_ns", "hash"} of one file; `header_only` hashes a safetensors file's 8-byte length and JSON header
+/// and adds "hashed": "header".
 nlohmann::json fingerprint_file(const std::filesystem::path& file, bool header_only = false);
 
 /// {file name: fingerprint} for every file of a checkpoint directory that loading the model or its tokenizer can
