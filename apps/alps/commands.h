@@ -26,8 +26,8 @@ void print_json(const nlohmann::json& doc);
 /// "key=value" flags (--option) -> JSON object; values are parsed as JSON when they can be (numbers, true,
 /// arrays), else kept as strings. A flag without '=' is an error.
 nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments);
-/// Refuses, before any work, an output file that would replace something: `path` exists (unless `overwrite`), is a
-/// directory, or its directory is missing. Outputs are written through a temporary name and renamed, so they
+/// Refuses, before any work, an output file that would replace something or could not be written: `path` exists
+/// (unless `overwrite`), is a directory, or its directory is missing or not writable. Outputs are written through a temporary name and renamed, so they
 /// appear complete or not at all.
 void check_output_file(const std::string& flag, const std::string& path, bool overwrite);
 /// Adds --overwrite ("replace an existing <what>") to `cmd`.
@@ -47,6 +47,10 @@ CLI::Validator real_range(double lo, double hi, bool hi_open = false);
 CLI::Validator positive_real();
 /// 0 (the command's default) or an integer >= lo (a window of one token predicts nothing: lo = 2 for windows).
 CLI::Validator zero_or_at_least(int64_t lo);
+/// An unsigned 64-bit integer written in decimal digits (no sign, no overflow).
+CLI::Validator uint64_text();
+/// A comma-separated list with at least one item: an empty --tasks or --eval would silently do another job.
+CLI::Validator non_empty_list();
 /// A sparsity in [0, 1) or N:M with 1 <= N <= M (prune::Pattern::parse).
 CLI::Validator pattern_text();
 

@@ -121,7 +121,8 @@ void add_eval_command(CLI::App& app, Runner& runner) {
       ->check(int_at_least(1));
   cmd->add_option("--tasks", a->tasks,
                   "Comma-separated zero-shot tasks, scored as lm-evaluation-harness 0.4.9 scores them: " +
-                      eval::task_names() + ", or all");
+                      eval::task_names() + ", or all")
+      ->check(non_empty_list());
   cmd->add_option("--limit", a->limit, "Score the first N documents of each task (0 = all)")->check(int_at_least(0));
   cmd->add_option("--task-data", a->task_data, "Directory of the task files (default DATA_DIR/eval)");
   cmd->add_option("--task-file", a->task_files, "TASK=FILE: one task's file (repeatable)");

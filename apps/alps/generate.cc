@@ -38,13 +38,20 @@ int run_generate(const GenerateArgs& a) {
     ids.push_back(*bos);
   }
   const size_t prompt_len = ids.size();
+  const int64_t max_length = m.config().max_sequence_length();
+  const int64_t room = max_length - static_cast<int64_t>(prompt_len);
+  ALPS_CHECK(room >= (a.max_tokens > 0 ? 1 : 0), "the prompt is ", prompt_len, " tokens and the model has ", max_length,
+             " positions (max_position_embeddings in ", (m.dir() / "config.json").string(),
+             "): no room for a new token; shorten the prompt");
+  if (room < a.max_tokens)
+    spdlog::warn("the prompt is {} tokens of the model's {} positions: at most {} new tokens, not {}", prompt_len,
+                 max_length, room, a.max_tokens);
   const auto eos = tok->eos_id() ? tok->eos_id() : m.config().eos_token_id;
   at::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   double prompt_seconds = 0;
   // Each step runs only the tokens the cache has not seen: the prompt first, then one token per step.
   model::KVCache cache;
-  const int64_t max_length = m.config().max_sequence_length();
   for (int64_t t = 0; t < a.max_tokens && static_cast<int64_t>(ids.size()) < max_length; ++t) {
     const int64_t n = static_cast<int64_t>(ids.size());
     if (!m.cache_exact(n)) cache = model::KVCache{};  // positions whose encoding changes with the length

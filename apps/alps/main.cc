@@ -4,8 +4,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -48,6 +55,13 @@ void check_output_file(const std::string& flag, const std::string& path, bool ov
              " already exists; alps does not replace files unless told to: pass --overwrite or choose another name");
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   ALPS_CHECK(fs::is_directory(dir), flag, " ", path, ": directory ", dir.string(), " does not exist");
+  // The file is written at the end, after the work: a directory that refuses it must be found now. access() says
+  // yes to root on read-only mounts and pseudo file systems, so a file of alps's own is created and removed.
+  const fs::path probe = dir / fmt::format(".{}.alps-probe-{}", p.filename().string(), ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ALPS_CHECK(fd >= 0, flag, " ", path, ": cannot write in ", dir.string(), ": ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite, const std::string& what) {
@@ -135,6 +149,28 @@ CLI::Validator zero_or_at_least(int64_t lo) {
         return fmt::format("expected 0 (the default) or an integer >= {}, got '{}'", lo, text);
       },
       fmt::format("0 or INT >= {}", lo));
+}
+
+CLI::Validator uint64_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        // strtoull would take "-1" (as 2^64 - 1) and clamp what overflows: digits only, and in range.
+        const bool digits = !text.empty() && text.size() <= 20 &&
+                            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        errno = 0;
+        if (digits && (std::strtoull(text.c_str(), nullptr, 10), errno != ERANGE)) return "";
+        return fmt::format("expected an integer in [0, {}], got '{}'", UINT64_MAX, text);
+      },
+      "UINT64");
+}
+
+CLI::Validator non_empty_list() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!split_list(text).empty()) return "";
+        return "expected a comma-separated list, got '" + text + "'";
+      },
+      "LIST");
 }
 
 CLI::Validator pattern_text() {

@@ -81,12 +81,14 @@ void add_prune_command(CLI::App& app, Runner& runner) {
     o->capture_default_str();
     if (!k.choices.empty()) o->check(CLI::IsMember(k.choices));
     if (k.min) o->check(k.zero_means_default ? zero_or_at_least(*k.min) : int_at_least(*k.min));
+    if (std::holds_alternative<uint64_t pipeline::Recipe::*>(k.field)) o->check(uint64_text());
   }
   cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--skip", a->skip, "Glob of linear names left dense (repeatable), e.g. '*.mlp.down_proj'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa");
+  cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa")
+      ->check(non_empty_list());
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
   auto* ow = cmd->add_flag("--overwrite", a->overwrite,
                            "Replace an existing alps output directory (kept until the new one is complete)");

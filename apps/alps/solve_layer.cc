@@ -1,5 +1,6 @@
 // alps solve-layer: one layer problem file, one method, one pattern; optional refit; report error and timings.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <optional>
@@ -73,13 +74,15 @@ int run_solve_layer(const SolveLayerArgs& a) {
   if (a.common.json) {
     print_json(doc);
   } else {
-    spdlog::info("{} {} on {} [{} x {}]: sparsity {:.4f}, rel_error {:.6g}, {:.3f} s", doc["method"].get<std::string>(),
-                 pattern.str(), a.problem, problem.rows(), problem.cols(), doc["sparsity"].get<double>(),
-                 doc["rel_error"].get<double>(), seconds);
-    if (!sol.stats.empty()) spdlog::info("{}", prune::stats_text(sol.stats));
+    // The result is what the command is for: stdout, as every command's results (logs stay on stderr).
+    std::cout << fmt::format("{} {} on {} [{} x {}]: sparsity {:.4f}, rel_error {:.6g}, {:.3f} s\n",
+                             doc["method"].get<std::string>(), pattern.str(), a.problem, problem.rows(),
+                             problem.cols(), doc["sparsity"].get<double>(), doc["rel_error"].get<double>(), seconds);
+    if (!sol.stats.empty()) std::cout << prune::stats_text(sol.stats) << "\n";
     if (refine != prune::Refine::kNone)
-      spdlog::info("refine {}: rel_error {:.6g} -> {:.6g}, {:.3f} s", a.refine, err, doc["rel_error"].get<double>(),
-                   doc["refine_seconds"].get<double>());
+      std::cout << fmt::format("refine {}: rel_error {:.6g} -> {:.6g}, {:.3f} s\n", a.refine, err,
+                               doc["rel_error"].get<double>(), doc["refine_seconds"].get<double>());
+    std::cout << std::flush;
   }
   return 0;
 }

@@ -16,14 +16,14 @@ c10::Device resolve_device(std::string_view name) {
     try {
       device = c10::Device(std::string(name));
     } catch (const c10::Error&) {
-      ALPS_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+      ALPS_USAGE_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
     }
     const int visible = static_cast<int>(torch::cuda::device_count());
     ALPS_CHECK(!device.has_index() || device.index() < visible, "device '", name, "' requested but only ", visible,
                " CUDA device(s) are visible (indices 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES renumbers them)");
     return device;
   }
-  ALPS_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+  ALPS_USAGE_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
 }
 
 c10::ScalarType parse_dtype(std::string_view name) {
@@ -31,7 +31,7 @@ c10::ScalarType parse_dtype(std::string_view name) {
   if (name == "fp16" || name == "float16" || name == "half") return c10::kHalf;
   if (name == "bf16" || name == "bfloat16") return c10::kBFloat16;
   if (name == "fp64" || name == "float64") return c10::kDouble;
-  ALPS_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
+  ALPS_USAGE_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
 }
 
 std::string dtype_name(c10::ScalarType t) {

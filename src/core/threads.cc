@@ -5,6 +5,9 @@
 #include <dlfcn.h>
 #include <sched.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -37,9 +40,13 @@ int& configured() {
 
 int default_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    // The range --threads takes (1 to 4x the cores): beyond it every pass only contends for the cores.
+    const long cap = 4L * std::max(1U, std::thread::hardware_concurrency());
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n > 0 && n <= 4096) return static_cast<int>(n);
+    if (end != env && *end == '\0' && n > 0 && n <= cap) return static_cast<int>(n);
+    spdlog::warn("OMP_NUM_THREADS={} ignored (expected 1 to {}, 4x the cores); using the {} cores available", env,
+                 cap, affinity_cores());
   }
   return affinity_cores();
 }

@@ -11,11 +11,25 @@
 
 namespace alps::eval {
 
+namespace {
+std::vector<int64_t> tokens_of(const Dataset& d, const tokenizer::Tokenizer& tokenizer, int64_t seqlen) {
+  std::vector<int64_t> ids = dataset_tokens(d, tokenizer, seqlen);
+  const std::string file = d.path.string();
+  ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", d.name == file ? file : d.name + " (" + file + ")",
+             ": ", ids.size(), " tokens are fewer than one window of ", seqlen, " (use a shorter window or a longer text)");
+  return ids;
+}
+}  // namespace
+
+void check_dataset_lengths(const EvalPlan& plan, const tokenizer::Tokenizer& tokenizer, int64_t seqlen) {
+  for (const Dataset& d : plan.datasets) (void)tokens_of(d, tokenizer, seqlen);
+}
+
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                     const std::vector<Dataset>& datasets, const PerplexityOptions& options) {
   std::vector<DatasetResult> out;
   for (const Dataset& d : datasets) {
-    const std::vector<int64_t> ids = dataset_tokens(d, tokenizer, options.seqlen);
+    const std::vector<int64_t> ids = tokens_of(d, tokenizer, options.seqlen);
     spdlog::info("{}: {} tokens from {}", d.name, ids.size(), d.path.string());
     DatasetResult r{d, options.seqlen, static_cast<int64_t>(ids.size()), perplexity(model, ids, options)};
     spdlog::info("{}: ppl {:.4f} over {} windows of {} ({:.1f}s, {:.0f} tokens/s)", d.name, r.result.ppl,

@@ -34,15 +34,15 @@ std::vector<TaskInput> resolve_tasks(const std::vector<std::string>& names, cons
       continue;
     }
     const TaskSpec* spec = find_task(name);
-    ALPS_CHECK(spec != nullptr, "unknown task '", name, "' (known: ", task_names(), ", or all)");
+    ALPS_USAGE_CHECK(spec != nullptr, "unknown task '", name, "' (known: ", task_names(), ", or all)");
     add(*spec);
   }
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
-    ALPS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < o.size(), "task file override '", o,
+    ALPS_USAGE_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < o.size(), "task file override '", o,
                "': expected TASK=FILE");
     const std::string name = o.substr(0, eq);
-    ALPS_CHECK(find_task(name) != nullptr, "task file override '", o, "': unknown task '", name, "' (known: ",
+    ALPS_USAGE_CHECK(find_task(name) != nullptr, "task file override '", o, "': unknown task '", name, "' (known: ",
                task_names(), ")");
     bool found = false;
     for (TaskInput& t : out)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -224,7 +225,7 @@ SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path, std::vec
   // Pad with spaces so the data section starts 8-byte aligned (as the reference writer does).
   text.append((8 - text.size() % 8) % 8, ' ');
   out_.open(path, std::ios::binary | std::ios::trunc);
-  ALPS_CHECK(out_.good(), "cannot create ", path.string());
+  ALPS_CHECK(out_.good(), "cannot create ", path.string(), ": ", std::strerror(errno));
   uint8_t len[8];
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));

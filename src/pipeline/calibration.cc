@@ -45,7 +45,7 @@ at::Tensor sample_windows(const std::vector<std::string>& documents, const token
                           const CalibrationOptions& options) {
   ALPS_CHECK(options.nsamples > 0 && options.seqlen > 1, "calibration needs nsamples > 0 and seqlen > 1, got ",
              options.nsamples, " and ", options.seqlen);
-  ALPS_CHECK(!documents.empty(), "calibration source has no documents");
+  ALPS_CHECK(!documents.empty(), "calibration source ", options.source, " has no documents");
   // Tokenise lazily, once per document: the reference re-tokenises on every draw, which gives the same ids.
   std::unordered_map<int64_t, std::vector<int64_t>> cache;
   auto ids_of = [&](int64_t doc) -> const std::vector<int64_t>& {
@@ -57,7 +57,7 @@ at::Tensor sample_windows(const std::vector<std::string>& documents, const token
   bool any_long = false;
   for (int64_t d = 0; d < static_cast<int64_t>(documents.size()) && !any_long; ++d)
     any_long = static_cast<int64_t>(ids_of(d).size()) > options.seqlen;
-  ALPS_CHECK(any_long, "no calibration document is longer than seqlen = ", options.seqlen,
+  ALPS_CHECK(any_long, "calibration source ", options.source, ": no document is longer than seqlen = ", options.seqlen,
              " tokens; use a shorter --seqlen or a larger calibration text");
 
   PyRandom rng(options.seed);

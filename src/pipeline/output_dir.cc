@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <string_view>
 #include <nlohmann/json.hpp>
 #include <map>
 
@@ -193,8 +195,18 @@ OutputContents inspect_output(const fs::path& out) {
 }
 
 void check_output_request(const OutputRequest& req) {
-  const fs::path p = normalize_output_path(req.out);
   const std::string shown = req.out.string();
+  ALPS_USAGE_CHECK(!shown.empty(), "--out: expected a directory name, got an empty one");
+  const fs::path p = normalize_output_path(req.out);
+  // alps works beside --out, in ".NAME.alps-staging-PID", and renames that over --out at the end: a name the file
+  // system takes without room for the suffix would fail after all the work, and on every resume.
+  const size_t suffix = std::string_view(".alps-staging-").size() + 2 + 10;  // the dot, the pid's digits, spare
+  const size_t name = p.filename().string().size();
+  ALPS_USAGE_CHECK(name + suffix <= NAME_MAX, "--out ", shown, ": its last component is ", name,
+                   " bytes long, and alps needs ", suffix, " more for its working copy beside it (at most ",
+                   NAME_MAX - suffix, " bytes on this system)");
+  ALPS_USAGE_CHECK(p.string().size() + suffix + 64 <= PATH_MAX, "--out ", shown, ": the path is ", p.string().size(),
+                   " bytes long; alps's files under it would exceed the system's limit of ", PATH_MAX, " bytes");
   ALPS_CHECK(p.has_filename() && p.has_relative_path(), "--out ", shown,
              " cannot be an output directory: alps replaces --out as a whole when the run completes");
   std::error_code ec;

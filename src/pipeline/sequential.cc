@@ -138,13 +138,15 @@ class RunPlan {
     j.skip = plan.skip;
     if (j.skip) return j;
     try {
-      ALPS_CHECK(!plan.pattern.empty(), "no sparsity or pattern given (use --sparsity S or --pattern N:M)");
+      ALPS_USAGE_CHECK(!plan.pattern.empty(), "no sparsity or pattern given (use --sparsity S or --pattern N:M)");
       j.pattern = prune::Pattern::parse(plan.pattern);
       const auto& w = m.tensor(weight);
       j.pattern->check_shape(w.size(0), w.size(1));
       j.method = plan.method;
       j.solver = &method(plan.method, plan.options);
       j.refine = prune::parse_refine(plan.refine);
+    } catch (const UsageError& e) {
+      ALPS_USAGE_FAIL(j.name, ": ", e.what());
     } catch (const Error& e) {
       ALPS_FAIL(j.name, ": ", e.what());
     }
@@ -182,6 +184,11 @@ void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
                    "nothing", rule.match, names.front());
 }
 
+
+// The window of the evaluation after pruning: --eval-seqlen, else min(2048, the model's positions).
+int64_t evaluation_seqlen(const Recipe& r, const model::CausalLM& m) {
+  return r.eval_seqlen > 0 ? r.eval_seqlen : std::min<int64_t>(2048, m.config().max_positions);
+}
 
 OutputRequest output_request(const PruneJob& job) {
   return {job.out_dir, job.model_dir, job.dump_problems, job.overwrite, job.resume};
@@ -271,7 +278,8 @@ class PruneRun {
   void capture_inputs(const fs::path& source, const json& key) {
     key_ = key;
     const auto t0 = std::chrono::steady_clock::now();
-    const at::Tensor ids = sample_windows(read_documents(source), tok_, {r_.calib, r_.nsamples, r_.seqlen, r_.seed});
+    const at::Tensor ids =
+        sample_windows(read_documents(source), tok_, {source.string(), r_.nsamples, r_.seqlen, r_.seed});
     rep_.extra["calibration"] = {{"file", source.string()},
                                  {"windows", r_.nsamples},
                                  {"seqlen", r_.seqlen},
@@ -298,7 +306,11 @@ class PruneRun {
     inputs_ = dir.load_inputs(s);
     if (device_.is_cuda()) inputs_ = inputs_.pin_memory();
     rep_.blocks_done = next_block_;
-    spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
+    if (next_block_ < rep_.blocks_total)
+      spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
+    else
+      spdlog::info("resuming after the last block ({}/{} pruned): evaluation and output left", next_block_,
+                   rep_.blocks_total);
   }
 
   ResumeState state() const {
@@ -362,7 +374,7 @@ class PruneRun {
     const auto t0 = std::chrono::steady_clock::now();
     const eval::EvalPlan plan = eval::plan_evaluation(r_.eval, job_.data_dir);
     eval::PerplexityOptions popt;
-    popt.seqlen = r_.eval_seqlen > 0 ? r_.eval_seqlen : std::min<int64_t>(2048, m_.config().max_positions);
+    popt.seqlen = evaluation_seqlen(r_, m_);
     popt.batch_size = 1;
     popt.max_windows = r_.eval_max_windows;
     eval::ZeroShotOptions zopt;
@@ -476,7 +488,8 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path staging = out.begin_staging();
   for (const auto& name : m.write_files(staging))
-    rep.files.push_back({{"name", name}, {"bytes", static_cast<int64_t>(fs::file_size(staging / name))}});
+    if (name != kReportFile)  // an input that is itself an alps output: its report is replaced below
+      rep.files.push_back({{"name", name}, {"bytes", static_cast<int64_t>(fs::file_size(staging / name))}});
   rep.complete = true;
   rep.phase_seconds["save"] = seconds_since(t0);
   {
@@ -509,6 +522,9 @@ report::RunReport run_prune(const PruneJob& job) {
   auto m = model::CausalLM::load(job.model_dir);
   const auto plan = validate_with(job, m);
   const auto tok = tokenizer::load_tokenizer(job.model_dir);
+  // Tokenised again after pruning (seconds, against the pruning's minutes to hours).
+  eval::check_dataset_lengths(eval::plan_evaluation(job.recipe.eval, job.data_dir), *tok,
+                              evaluation_seqlen(job.recipe, m));
   OutputDir out(output_request(job));
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());

@@ -15,7 +15,7 @@ Refine parse_refine(std::string_view name) {
   if (name == "none") return Refine::kNone;
   if (name == "pcg") return Refine::kPcg;
   if (name == "exact") return Refine::kExact;
-  ALPS_FAIL("unknown refine '", name, "' (expected none, pcg or exact)");
+  ALPS_USAGE_FAIL("unknown refine '", name, "' (expected none, pcg or exact)");
 }
 
 std::string_view refine_name(Refine r) {

@@ -58,11 +58,21 @@ std::vector<std::string> method_names() {
 }
 
 std::unique_ptr<Method> make_method(std::string_view name, const nlohmann::json& options) {
-  for (const auto& e : kMethods)
-    if (e.name == name) return e.make(options);
+  // A method's name and constants come from the command line or a recipe: whatever the model and data, a run with
+  // them cannot work, hence usage errors.
+  for (const auto& entry : kMethods) {
+    if (entry.name != name) continue;
+    try {
+      return entry.make(options);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what(), e.where());
+    }
+  }
   std::string known;
   for (const auto& n : method_names()) known += (known.empty() ? "" : ", ") + n;
-  ALPS_FAIL("unknown pruning method '", name, "' (known: ", known, ")");
+  ALPS_USAGE_FAIL("unknown pruning method '", name, "' (known: ", known, ")");
 }
 
 }  // namespace alps::prune

@@ -110,6 +110,14 @@ TEST(EvalCli, BadInputFailsWithClearErrors) {
   fs::resize_file(tmp / "bad" / "model.safetensors", 1000);
   fs::copy_file(fixture("opt_pre") / "config.json", tmp / "bad" / "config.json", fs::copy_options::overwrite_existing);
   expect_error({"generate", "--model", (tmp / "bad").string()}, "model.safetensors");
+  // A prompt that fills the model's positions leaves nothing to generate: said, not an empty success.
+  std::string words;
+  for (int i = 0; i < 600; ++i) words += "word ";
+  expect_error({"generate", "--model", stories().string(), "--prompt", words}, "no room for a new token");
+  // An output file is written after the work: a directory that cannot take it (/proc takes no files, not even
+  // root's) is found before.
+  expect_error({"eval", "--model", stories().string(), "--tasks", "rte", "--log-samples", "/proc/alps-samples.jsonl"},
+               "cannot write in /proc");
 }
 
 // A copy of stories260K (in `tmp`) with `edit` applied to its tensors, written with the project's own writer.

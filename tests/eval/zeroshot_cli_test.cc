@@ -100,8 +100,11 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   EXPECT_NE(bad_row.err.find("mine.jsonl row 1: field \"sentence2\": missing"), std::string::npos) << bad_row.err;
 
   const auto unknown = run({"--tasks", "rte,hellaswagg"});
-  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("unknown task 'hellaswagg'"), std::string::npos) << unknown.err;
+  const auto empty = run({"--tasks", ""});  // not the default perplexity run in its place
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--tasks"), std::string::npos) << empty.err;
 
   const auto missing = run({"--tasks", "piqa", "--task-data", tmp.path().string()});
   EXPECT_EQ(missing.exit_code, 1);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -174,10 +175,20 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--device", "cuda:7"}, "cuda:7", 1},
       {{"--sparsity", "0.5", "--resume", "--overwrite"}, "excludes", 2},
       {{"--pattern", "2:5"}, "in % 5", 1},
-      {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option \"rho0\"", 1},
+      {{"--sparsity", "0.5", "--option", "rho0=0.1", "--method", "wanda"}, "unknown option \"rho0\"", 2},
+      {{"--sparsity", "0.5", "--option", "rho0=-1"}, "rho0 > 0", 2},
+      {{"--sparsity", "0.5", "--device", "gpu"}, "unknown device 'gpu'", 2},
+      {{"--sparsity", "0.5", "--dtype", "fp8"}, "unknown dtype 'fp8'", 2},
+      {{"--sparsity", "0.5", "--seed", "-1"}, "--seed", 2},
+      {{"--sparsity", "0.5", "--seed", "18446744073709551616"}, "--seed", 2},
+      {{"--sparsity", "0.5", "--eval", ","}, "--eval", 2},
+      {{"--sparsity", "0.5", "--eval", "nosuch.txt"}, "nosuch.txt", 1},
+      // A text too short for one evaluation window would stop the run after all its pruning.
+      {{"--sparsity", "0.5", "--eval", (dir / "short.txt").string()}, "fewer than one window of 512", 1},
       {{"--sparsity", "0.5", "--calib", (dir / "missing.txt").string()}, "missing.txt", 1},
       {{"--sparsity", "0.5", "--seqlen", "4096"}, "exceeds the model's 512 positions", 1},
   };
+  std::ofstream(dir / "short.txt") << "Once upon a time.";
   for (const auto& c : cases) {
     SCOPED_TRACE(c.message);
     const auto r = test::run_cli(prune_args(dir / "out", c.args));
@@ -193,6 +204,21 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   EXPECT_TRUE(fs::exists(dir / "exists/keep.txt"));
   const auto usage = test::run_cli({"prune", "--model", model_dir().string()});
   EXPECT_EQ(usage.exit_code, 2) << "missing --out is a usage error";
+
+  // Names alps cannot work with are refused before any work: an empty one, and one without room for the suffix of
+  // the working copy alps keeps beside --out until it renames it (which failed only at the very end).
+  const auto empty = test::run_cli(prune_args("", {"--sparsity", "0.5"}));
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("--out: expected a directory name"), std::string::npos) << empty.err;
+  const fs::path long_name = dir / std::string(245, 'y');
+  const auto too_long = test::run_cli(prune_args(long_name, {"--sparsity", "0.5"}));
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_NE(too_long.err.find("its last component is 245 bytes long"), std::string::npos) << too_long.err;
+  EXPECT_FALSE(fs::exists(long_name));
+  const fs::path longest = dir / std::string(NAME_MAX - 26, 'z');  // the longest name alps takes
+  const auto fits = test::run_cli(prune_args(longest, {"--method", "magnitude", "--sparsity", "0.5"}));
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_TRUE(fs::exists(longest / "model.safetensors"));
 }
 
 TEST(PruneCli, DumpsProblems) {

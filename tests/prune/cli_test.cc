@@ -87,6 +87,11 @@ TEST(SolveLayerCli, SolvesRefinesAndWritesTheSolution) {
     EXPECT_DOUBLE_EQ(d["sparsity"].get<double>(), 0.5);
     EXPECT_FALSE(d.contains("rel_error_before_refine"));
   }
+  // Without --json the result is a line on stdout, as every command's results (logs go to stderr).
+  auto text = run_cli({"solve-layer", "--problem", problem, "--method", "wanda", "--sparsity", "0.5", "-q"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("wanda 0.5 on " + problem + " [32 x 64]: sparsity 0.5000, rel_error "), std::string::npos)
+      << text.out;
   auto opt = run_cli({"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--option",
                       "max_iterations=6", "--json"});
   ASSERT_EQ(opt.exit_code, 0) << opt.err;
@@ -109,7 +114,7 @@ TEST(SolveLayerCli, BadInputExitsWithAClearMessage) {
   EXPECT_NE(big.err.find("[0, 1)"), std::string::npos) << big.err;
   auto option = run_cli({"solve-layer", "--problem", problem, "--method", "alps", "--sparsity", "0.5", "--option",
                          "rho=3"});
-  EXPECT_EQ(option.exit_code, 1);
+  EXPECT_EQ(option.exit_code, 2);  // method constants are part of the command: no input makes them work
   EXPECT_NE(option.err.find("unknown option \"rho\""), std::string::npos) << option.err;
   auto neither = run_cli({"solve-layer", "--problem", problem, "--method", "alps"});
   EXPECT_EQ(neither.exit_code, 2);

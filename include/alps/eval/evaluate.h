@@ -42,6 +42,10 @@ struct EvalPlan {
 };
 EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir);
 
+/// Tokenises every dataset of `plan` and fails, naming its file, where one is shorter than a window of `seqlen`:
+/// for work that comes before the evaluation (pruning), so that such a text stops the run before it, not after.
+void check_dataset_lengths(const EvalPlan& plan, const tokenizer::Tokenizer& tokenizer, int64_t seqlen);
+
 /// Perplexity datasets then tasks; one JSON object each (to_json of DatasetResult, then of TaskResult).
 nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
                               const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options);
