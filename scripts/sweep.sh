@@ -60,15 +60,20 @@ done
 command -v python3 >/dev/null || die "python3 is needed for the summary tables"
 [ -n "$title" ] || title=$(basename "$(cd "$model" && pwd)")
 
-# The settings a sweep directory is bound to: rerunning with other settings would mix two sweeps in one table.
+# The settings a sweep directory is bound to: rerunning with other settings would mix two sweeps in one table. The
+# data directory is alps's (--data-dir, else $ALPS_DATA_DIR, else ../shared/data) and, like a calibration file, is
+# recorded as an absolute path: the same words in another directory or with another environment are other data.
+effective_data_dir=${data_dir:-${ALPS_DATA_DIR:-../shared/data}}
 settings=$(python3 - "$model" "$methods" "$patterns" "$nsamples" "$seqlen" "$calib" "$eval" "$eval_seqlen" \
-  "$eval_max_windows" "$eval_limit" "$title" "${extra[@]}" <<'PY'
+  "$eval_max_windows" "$eval_limit" "$title" "$effective_data_dir" "${extra[@]}" <<'PY'
 import json, os, sys
 a = sys.argv[1:]
+calib = os.path.realpath(a[5]) if os.path.exists(a[5]) else a[5]  # a file, or a name alps resolves (c4)
 print(json.dumps({"model": os.path.realpath(a[0]), "methods": a[1].split(","), "patterns": a[2].split(","),
-                  "nsamples": int(a[3]), "seqlen": int(a[4]), "calib": a[5], "eval": a[6].split(","),
+                  "nsamples": int(a[3]), "seqlen": int(a[4]), "calib": calib, "eval": a[6].split(","),
                   "eval_seqlen": int(a[7]), "eval_max_windows": int(a[8]), "eval_limit": int(a[9]),
-                  "title": a[10], "prune_args": a[11:]}, indent=1, sort_keys=True))
+                  "title": a[10], "data_dir": os.path.realpath(a[11]), "prune_args": a[12:]}, indent=1,
+                 sort_keys=True))
 PY
 ) || die "bad settings (numbers expected for --nsamples, --seqlen, --eval-seqlen, --eval-max-windows, --eval-limit)"
 
@@ -81,11 +86,23 @@ exec 9>"$out/.sweep.lock"
 flock -n 9 || die "another sweep is running in $out"
 if [ -f "$out/sweep.json" ]; then
   python3 - "$out/sweep.json" "$settings" <<'PY' || die "$out was made by a sweep with other settings (above); use a new --out"
-import json, sys
-old, new = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+import json, os, sys
+path = sys.argv[1]
+old, new = json.load(open(path)), json.loads(sys.argv[2])
+# Sweeps made before data_dir was recorded (and with calib as written) take this run's resolution of them.
+legacy = "data_dir" not in old
+if legacy:
+    old["data_dir"] = new["data_dir"]
+    if os.path.exists(old["calib"]):
+        old["calib"] = os.path.realpath(old["calib"])
 diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 for k in diff:
     print(f"sweep: setting {k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}", file=sys.stderr)
+if legacy and not diff:
+    with open(path + ".tmp", "w") as f:
+        f.write(sys.argv[2] + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"sweep: {path} now records the data directory {new['data_dir']}", file=sys.stderr)
 sys.exit(1 if diff else 0)
 PY
 else
@@ -121,11 +138,10 @@ else
   for e in "${evals[@]}"; do
     if [[ " $known_tasks all " == *" $e "* ]]; then tasks+=("$e"); else ppl+=("$e"); fi
   done
-  cmd=("$alps" eval --model "$model" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows" --limit "$eval_limit"
-       --json)
+  cmd=("$alps" eval --model "$model" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows" --json)
   [ -z "$data_dir" ] || cmd+=(--data-dir "$data_dir")
   [ ${#ppl[@]} -eq 0 ] || cmd+=(--ppl "$(IFS=,; echo "${ppl[*]}")")
-  [ ${#tasks[@]} -eq 0 ] || cmd+=(--tasks "$(IFS=,; echo "${tasks[*]}")")
+  [ ${#tasks[@]} -eq 0 ] || cmd+=(--tasks "$(IFS=,; echo "${tasks[*]}")" --limit "$eval_limit")
   echo "+ ${cmd[*]}" >"$out/logs/dense.log"
   t0=$(date +%s)
   "${cmd[@]}" >"$out/reports/dense.json.tmp" 2>>"$out/logs/dense.log" ||

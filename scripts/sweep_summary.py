@@ -98,7 +98,8 @@ def main(sweep):
         return None
 
     lines = [f"# {settings['title']}: sweep summary", ""]
-    lines.append(f"Calibration: {settings['nsamples']} x {settings['seqlen']} tokens of {settings['calib']}; "
+    lines.append(f"Calibration: {settings['nsamples']} x {settings['seqlen']} tokens of {settings['calib']}"
+                 + (f" (data directory {settings['data_dir']})" if settings.get("data_dir") else "") + "; "
                  f"evaluation window {settings['eval_seqlen'] or 'min(2048, model positions)'}"
                  + (f", at most {settings['eval_max_windows']} windows per dataset"
                     if settings["eval_max_windows"] else ", full test sets")
@@ -160,8 +161,14 @@ def zero_shot_table(dense, methods, patterns, runs, metric_names):
     return lines
 
 
+def gnuplot_text(s):
+    """A gnuplot single-quoted string: a quote inside is written twice."""
+    return "'" + str(s).replace("'", "''") + "'"
+
+
 def plot(sweep, settings, methods, patterns, runs, dense, ppl_metrics):
-    """One PNG per perplexity metric; N:M patterns are not on the sparsity axis and are left out of the lines."""
+    """One PNG per perplexity metric; N:M patterns are not on the sparsity axis and are left out of the lines.
+    A plot that cannot be made is a warning: the tables are the result, the plot a view of them."""
     if not ppl_metrics:
         return []
     if shutil.which("gnuplot") is None:
@@ -172,6 +179,7 @@ def plot(sweep, settings, methods, patterns, runs, dense, ppl_metrics):
     for metric in ppl_metrics:
         name = metric.replace(" ", "_") + ".png"
         data = os.path.join(sweep, name + ".dat")
+        points = 0
         with open(data, "w") as f:
             for m in methods:
                 f.write(f"# {m}\n")
@@ -179,21 +187,29 @@ def plot(sweep, settings, methods, patterns, runs, dense, ppl_metrics):
                     v = next((r["metrics"].get(metric) for r in runs if r["method"] == m and r["pattern"] == p), None)
                     if v is not None:
                         f.write(f"{100 * float(p):g} {v}\n")
+                        points += 1
                 f.write("\n\n")
+        if points == 0:
+            print(f"sweep: no unstructured run has {metric} yet: no plot", file=sys.stderr)
+            continue
         script = [
             "set terminal pngcairo size 900,600 noenhanced",
-            f"set output '{os.path.join(sweep, name)}'",
-            f"set title '{settings['title']}: {metric} against sparsity'",
-            "set xlabel 'sparsity (%)'", f"set ylabel '{metric} (log scale)'", "set logscale y",
+            f"set output {gnuplot_text(os.path.join(sweep, name))}",
+            f"set title {gnuplot_text(settings['title'] + ': ' + metric + ' against sparsity')}",
+            "set xlabel 'sparsity (%)'", f"set ylabel {gnuplot_text(metric + ' (log scale)')}", "set logscale y",
             "set key top left", "set grid",
         ]
         if dense and metric in dense["metrics"]:
             script.append(f"dense = {dense['metrics'][metric]}")
-        plots = [f"'{data}' index {i} with linespoints lw 2 title '{m}'" for i, m in enumerate(methods)]
+        plots = [f"{gnuplot_text(data)} index {i} with linespoints lw 2 title {gnuplot_text(m)}"
+                 for i, m in enumerate(methods)]
         if dense and metric in dense["metrics"]:
             plots.append("dense with lines dt 2 lc rgb 'gray' title 'dense'")
         script.append("plot " + ", ".join(plots))
-        subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
+        done = subprocess.run(["gnuplot"], input="\n".join(script), text=True, capture_output=True)
+        if done.returncode != 0:
+            print(f"sweep: gnuplot failed on {name}, plot skipped:\n{done.stderr.strip()}", file=sys.stderr)
+            continue
         written.append(name)
     return written
 

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 #include <iostream>
 
 #include "alps/core/device.h"
@@ -30,7 +32,7 @@ struct EvalArgs {
   std::string tasks, task_data, log_samples;
   std::vector<std::string> task_files;
   int64_t limit = 0, bootstrap_iters = 100000;
-  bool add_bos = false, ppl_given = false, overwrite = false;
+  bool add_bos = false, ppl_given = false, limit_given = false, overwrite = false;
 };
 
 int run_eval(const EvalArgs& a) {
@@ -38,8 +40,13 @@ int run_eval(const EvalArgs& a) {
       a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
   ALPS_USAGE_CHECK(!specs.empty() || !a.tasks.empty(), "--ppl: expected a comma-separated list of datasets, got '",
                    a.ppl, "'");
-  ALPS_USAGE_CHECK(a.task_files.empty() || !a.tasks.empty(), "--task-file needs --tasks");
-  ALPS_USAGE_CHECK(a.log_samples.empty() || !a.tasks.empty(), "--log-samples needs --tasks");
+  // Flags that only change how tasks are scored: without --tasks they would be silently ignored.
+  for (const auto& [flag, given] : std::vector<std::pair<std::string, bool>>{{"--task-file", !a.task_files.empty()},
+                                                                             {"--log-samples", !a.log_samples.empty()},
+                                                                             {"--task-data", !a.task_data.empty()},
+                                                                             {"--limit", a.limit_given},
+                                                                             {"--add-bos", a.add_bos}})
+    ALPS_USAGE_CHECK(!given || !a.tasks.empty(), flag, " needs --tasks");
   if (!a.log_samples.empty()) check_output_file("--log-samples", a.log_samples, a.overwrite);
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
@@ -136,6 +143,7 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   add_common_flags(cmd, a->common);
   cmd->callback([a, cmd, &runner] {
     a->ppl_given = cmd->count("--ppl") > 0;
+    a->limit_given = cmd->count("--limit") > 0;
     runner = [a] { return run_eval(*a); };
   });
 }

@@ -6,6 +6,7 @@
 #include "alps/core/paths.h"
 #include "alps/pipeline/sequential.h"
 #include "alps/prune/method.h"
+#include "alps/prune/pattern.h"
 #include "alps/report/report.h"
 #include "commands.h"
 
@@ -31,9 +32,14 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   const std::string recipe_method = r.method;
   for (const pipeline::RecipeKnob& k : pipeline::recipe_knobs())
     if (given(k.flag)) std::visit([&](auto field) { r.*field = a.flags.*field; }, k.field);
-  if (r.method != recipe_method) r.options = nlohmann::json::object();  // the recipe's constants belong to its method
-  if (given("--sparsity")) r.pattern = nlohmann::json(a.sparsity).dump();
-  if (given("--pattern")) r.pattern = a.pattern;
+  if (r.method != recipe_method) {  // the recipe's constants belong to its method, also in rules that keep it
+    r.options = nlohmann::json::object();
+    for (pipeline::LayerRule& rule : r.overrides)
+      if (!rule.method) rule.options = nlohmann::json::object();
+  }
+  // As prune::Pattern writes it, so that --pattern 0.50 and --sparsity 0.5 are one recipe for --resume.
+  if (given("--sparsity")) r.pattern = prune::Pattern::unstructured(a.sparsity).str();
+  if (given("--pattern")) r.pattern = prune::Pattern::parse(a.pattern).str();
   r.options.update(parse_option_assignments(a.options));
   for (const auto& s : a.skip) r.skip.push_back(s);
   if (given("--eval")) r.eval = split_list(a.eval);

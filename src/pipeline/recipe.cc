@@ -9,6 +9,7 @@
 #include "alps/io/json_fields.h"
 #include "alps/io/text_files.h"
 #include "alps/prune/method.h"
+#include "alps/prune/pattern.h"
 #include "alps/prune/refit.h"
 
 namespace alps::pipeline {
@@ -17,20 +18,40 @@ namespace {
 
 using json = nlohmann::json;
 
-// "sparsity": 0.7 and "pattern": "2:4" are both accepted; the pattern is kept as text and parsed by prune::Pattern.
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// "sparsity": 0.7 and "pattern": "2:4" are both accepted; the pattern is kept as prune::Pattern writes it, so that
+// "0.50" and 0.5 are one recipe (a resumed run compares the text).
 std::optional<std::string> pattern_of(io::JsonFields& f, const std::string& where) {
   const json* sparsity = f.get("sparsity");
   const json* pattern = f.get("pattern");
   ALPS_CHECK(!(sparsity && pattern), where, ": give either \"sparsity\" or \"pattern\", not both");
+  std::string text;
   if (sparsity) {
     ALPS_CHECK(sparsity->is_number(), where, ": \"sparsity\" must be a number, got ", sparsity->dump());
-    return sparsity->dump();
-  }
-  if (pattern) {
+    text = sparsity->dump();
+  } else if (pattern) {
     ALPS_CHECK(pattern->is_string(), where, ": \"pattern\" must be a string like \"2:4\"");
-    return pattern->get<std::string>();
+    text = pattern->get<std::string>();
+  } else {
+    return std::nullopt;
   }
-  return std::nullopt;
+  try {
+    return prune::Pattern::parse(text).str();
+  } catch (const Error& e) {
+    ALPS_USAGE_FAIL(where, ": \"", sparsity ? "sparsity" : "pattern", "\": ", e.what());
+  }
+}
+
+// A string knob of a layer rule that names one of `choices` (a method, a refine step).
+void check_choice(const std::optional<std::string>& value, const std::vector<std::string>& choices,
+                  const std::string& where, const char* key) {
+  ALPS_USAGE_CHECK(!value || std::find(choices.begin(), choices.end(), *value) != choices.end(), where, ": \"", key,
+                   "\" must be one of ", join(choices), ", got '", value.value_or(""), "'");
 }
 
 // The method options stay JSON here; the method checks them when it is built.
@@ -45,12 +66,6 @@ json options_of(io::JsonFields& f, const std::string& where) {
 template <typename R, typename Fn>
 void visit_field(const RecipeKnob& k, R& r, Fn&& fn) {
   std::visit([&](auto field) { fn(r.*field); }, k.field);
-}
-
-std::string join(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
-  return out;
 }
 
 }  // namespace
@@ -99,12 +114,12 @@ void check_recipe(const Recipe& r, const std::string& origin) {
       using T = std::decay_t<decltype(value)>;
       if constexpr (std::is_same_v<T, std::string>) {
         if (k.choices.empty()) return;
-        ALPS_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
-                   k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'");
+        ALPS_USAGE_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
+                         k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'");
       } else if constexpr (std::is_signed_v<T>) {
         if (!k.min || value >= *k.min || (k.zero_means_default && value == 0)) return;
-        ALPS_FAIL(origin, ": \"", k.path(), "\" must be ", k.zero_means_default ? "0 (the default) or " : "",
-                  "at least ", *k.min, ", got ", value);
+        ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\" must be ", k.zero_means_default ? "0 (the default) or " : "",
+                        "at least ", *k.min, ", got ", value);
       }
     });
 }
@@ -136,11 +151,14 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
       io::JsonFields of((*overrides)[i], where);
       LayerRule rule;
       ALPS_CHECK(of.read("match", rule.match), where, ": needs a string \"match\" glob");
-      of.read("skip", rule.skip);
+      bool skip = false;
+      if (of.read("skip", skip)) rule.skip = skip;
       std::string text;
       if (of.read("method", text)) rule.method = text;
       rule.pattern = pattern_of(of, where);
       if (of.read("refine", text)) rule.refine = text;
+      check_choice(rule.method, prune::method_names(), where, "method");
+      check_choice(rule.refine, prune::refine_names(), where, "refine");
       rule.options = options_of(of, where);
       of.finish();
       r.overrides.push_back(std::move(rule));
@@ -160,15 +178,16 @@ json recipe_to_json(const Recipe& r) {
   json overrides = json::array();
   for (const auto& o : r.overrides) {
     json x = {{"match", o.match}};
-    if (o.skip) x["skip"] = true;
+    if (o.skip) x["skip"] = *o.skip;
     if (o.method) x["method"] = *o.method;
     if (o.pattern) x["pattern"] = *o.pattern;
     if (o.refine) x["refine"] = *o.refine;
     if (!o.options.empty()) x["options"] = o.options;
     overrides.push_back(x);
   }
-  json out = {{"pattern", r.pattern},       {"options", r.options}, {"skip", r.skip},
-              {"overrides", overrides},       {"eval", r.eval},       {"calibration", json::object()}};
+  json out = {{"options", r.options}, {"skip", r.skip},         {"overrides", overrides},
+              {"eval", r.eval},       {"calibration", json::object()}};
+  if (!r.pattern.empty()) out["pattern"] = r.pattern;  // none given yet: reading it back gives none
   for (const RecipeKnob& k : recipe_knobs())
     visit_field(k, r, [&](const auto& value) { (k.calibration ? out["calibration"] : out)[k.key] = value; });
   return out;
@@ -180,7 +199,7 @@ LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {
     if (glob_match(g, linear_name)) plan.skip = true;
   for (const auto& o : r.overrides) {
     if (!glob_match(o.match, linear_name)) continue;
-    if (o.skip) plan.skip = true;
+    if (o.skip) plan.skip = *o.skip;
     if (o.method && *o.method != plan.method) {
       plan.method = *o.method;
       plan.options = json::object();  // another method's constants would be unknown keys

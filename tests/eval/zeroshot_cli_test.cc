@@ -102,6 +102,11 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   const auto unknown = run({"--tasks", "rte,hellaswagg"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("unknown task 'hellaswagg'"), std::string::npos) << unknown.err;
+  for (const char* flag : {"--add-bos", "--limit=3"}) {  // flags that only change task scoring, without tasks
+    const auto alone = run({"--ppl", "tinystories", flag});
+    EXPECT_EQ(alone.exit_code, 2) << flag;
+    EXPECT_NE(alone.err.find("needs --tasks"), std::string::npos) << alone.err;
+  }
   const auto empty = run({"--tasks", ""});  // not the default perplexity run in its place
   EXPECT_EQ(empty.exit_code, 2);
   EXPECT_NE(empty.err.find("--tasks"), std::string::npos) << empty.err;

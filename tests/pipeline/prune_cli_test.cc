@@ -221,6 +221,21 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   EXPECT_TRUE(fs::exists(longest / "model.safetensors"));
 }
 
+// A flag that changes the method drops the recipe's constants of the old method, in the rules that keep it too;
+// --pattern 0.50 and --sparsity 0.5 are one recipe, so either continues a run started with the other.
+TEST(PruneCli, FlagsOverTheRecipeAsDocumented) {
+  test::TempDir dir;
+  std::ofstream(dir / "r.json") << R"({"method": "sparsegpt", "sparsity": 0.5, "options": {"blocksize": 32},
+      "overrides": [{"match": "*.down_proj", "options": {"blocksize": 4}}]})";
+  auto r = test::run_cli(prune_args(dir / "a", {"--config", (dir / "r.json").string(), "--method", "wanda"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_cli(prune_args(dir / "b", {"--method", "magnitude", "--sparsity", "0.5", "--stop-after", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_cli(prune_args(dir / "b", {"--method", "magnitude", "--pattern", "0.50", "--resume", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("recipe").at("pattern"), "0.5");
+}
+
 TEST(PruneCli, DumpsProblems) {
   test::TempDir dir;
   const auto r = test::run_cli(prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5",

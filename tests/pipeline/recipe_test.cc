@@ -92,8 +92,9 @@ TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
   r.pattern = "0.7";
   r.options = {{"rho0", 0.2}};
   r.skip = {"*.self_attn.o_proj"};
-  r.overrides.push_back({"model.layers.*.mlp.*", false, std::nullopt, std::string("0.5"), std::nullopt, json::object()});
-  r.overrides.push_back({"*.down_proj", false, std::string("sparsegpt"), std::nullopt, std::string("pcg"),
+  r.overrides.push_back(
+      {"model.layers.*.mlp.*", std::nullopt, std::nullopt, std::string("0.5"), std::nullopt, json::object()});
+  r.overrides.push_back({"*.down_proj", std::nullopt, std::string("sparsegpt"), std::nullopt, std::string("pcg"),
                          json{{"blocksize", 32}}});
   const LayerPlan q = plan_for(r, "model.layers.0.self_attn.q_proj");
   EXPECT_FALSE(q.skip);
@@ -106,6 +107,42 @@ TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
   EXPECT_EQ(down.pattern, "0.5");
   EXPECT_EQ(down.refine, "pcg");
   EXPECT_EQ(down.options, (json{{"blocksize", 32}})) << "ALPS constants must not leak into another method";
+
+  // "skip": false in a later rule prunes what an earlier rule or a skip glob left dense (later wins).
+  const Recipe u = recipe_from_json(json::parse(R"({"sparsity": 0.5, "skip": ["model.layers.3.*"],
+      "overrides": [{"match": "model.layers.3.mlp.*", "skip": false}]})"), "recipe u.json");
+  EXPECT_TRUE(plan_for(u, "model.layers.3.self_attn.q_proj").skip);
+  EXPECT_FALSE(plan_for(u, "model.layers.3.mlp.up_proj").skip);
+  EXPECT_EQ(recipe_to_json(u)["overrides"][0]["skip"], false) << "the report's recipe keeps the rule";
+}
+
+// Values no run accepts are usage errors naming the recipe and the key, at load, not against the first layer; the
+// pattern is kept as prune::Pattern writes it, so that "0.50" and 0.5 are one recipe.
+TEST(Recipe, PatternsMethodsAndRefinesAreCheckedAtLoad) {
+  auto message = [](const char* text) {
+    try {
+      recipe_from_json(json::parse(text), "recipe x.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    } catch (const Error& e) {
+      return std::string("not a usage error: ") + e.what();
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(R"({"sparsity": 1.0})").find("recipe x.json: \"sparsity\": sparsity must be in [0, 1)"),
+            std::string::npos) << message(R"({"sparsity": 1.0})");
+  EXPECT_NE(message(R"({"pattern": "0:4"})").find("recipe x.json: \"pattern\": N:M pattern needs 1 <= N <= M"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"sparsity": 0.5, "overrides": [{"match": "*", "method": "bogus"}]})")
+                .find("recipe x.json overrides[0]: \"method\" must be one of"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"sparsity": 0.5, "overrides": [{"match": "*", "refine": "cg"}]})")
+                .find("overrides[0]: \"refine\" must be one of"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "bogus", "sparsity": 0.5})").find("\"method\" must be one of"), std::string::npos);
+  EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "0.50"})"), "r").pattern, "0.5");
+  EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.7})"), "r").pattern, "0.7");
+  EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "2:4"})"), "r").pattern, "2:4");
 }
 
 TEST(Recipe, ShippedConfigsParse) {

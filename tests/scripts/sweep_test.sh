@@ -58,6 +58,26 @@ before=$(find "$tmp/s" -type f ! -name .sweep.lock -exec sha256sum {} + | sort)
 if "${sweep[@]}" --out "$tmp/s" --nsamples 8 2>"$tmp/err4"; then fail "a sweep with other settings was accepted"; fi
 grep -q "setting nsamples: 4 -> 8" "$tmp/err4" || fail "refusal does not name the setting: $(cat "$tmp/err4")"
 [ "$before" = "$(find "$tmp/s" -type f ! -name .sweep.lock -exec sha256sum {} + | sort)" ] || fail "refusal changed files"
+# Another data directory under the same flags is other data (another calibration and test text).
+if "${sweep[@]}" --out "$tmp/s" --data-dir "$tmp/elsewhere" 2>"$tmp/err4b"; then fail "other data was accepted"; fi
+grep -q "setting data_dir" "$tmp/err4b" || fail "refusal does not name the data directory: $(cat "$tmp/err4b")"
+[ "$before" = "$(find "$tmp/s" -type f ! -name .sweep.lock -exec sha256sum {} + | sort)" ] || fail "refusal changed files"
+# A sweep directory written before the data directory was recorded continues, and records it from then on.
+cp -r "$tmp/s" "$tmp/old"
+python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d.pop("data_dir"); json.dump(d,open(p,"w"))' \
+  "$tmp/old/sweep.json"
+"${sweep[@]}" --out "$tmp/old" >/dev/null 2>"$tmp/err4c" || fail "an older sweep directory was refused: $(cat "$tmp/err4c")"
+grep -q '"data_dir"' "$tmp/old/sweep.json" || fail "the older sweep directory did not record its data directory"
+
+# The summary of a sweep whose title and directory hold quotes: tables always, the plot where gnuplot runs.
+cp -r "$tmp/s" "$tmp/it's"
+python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["title"]="Bob'"'"'s model"; json.dump(d,open(p,"w"))' \
+  "$tmp/it's/sweep.json"
+python3 "$repo/scripts/sweep_summary.py" "$tmp/it's" >/dev/null 2>"$tmp/err4d" || fail "summary failed: $(cat "$tmp/err4d")"
+grep -q "# Bob's model: sweep summary" "$tmp/it's/summary.md" || fail "summary.md not written"
+if command -v gnuplot >/dev/null; then
+  [ -s "$tmp/it's/wikitext2_ppl.png" ] || fail "no plot: $(cat "$tmp/err4d")"
+fi
 
 # 5. A directory holding someone else's files is not a sweep's: refused, untouched.
 mkdir "$tmp/user" && echo "keep me" >"$tmp/user/notes.txt"

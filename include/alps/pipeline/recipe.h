@@ -14,7 +14,7 @@ namespace alps::pipeline {
 /// shell-style glob `match`; later rules win over earlier ones.
 struct LayerRule {
   std::string match;
-  bool skip = false;
+  std::optional<bool> skip;  ///< true leaves the matched linears dense, false prunes them after all
   std::optional<std::string> method;
   std::optional<std::string> pattern;  ///< "0.6" or "2:4"
   std::optional<std::string> refine;
