@@ -27,8 +27,8 @@ void print_json(const nlohmann::json& doc);
 /// arrays), else kept as strings. A flag without '=' is an error.
 nlohmann::json parse_option_assignments(const std::vector<std::string>& assignments);
 /// Refuses, before any work, an output file that would replace something or could not be written: `path` exists
-/// (unless `overwrite`), is a directory, or its directory is missing or not writable. Outputs are written through a temporary name and renamed, so they
-/// appear complete or not at all.
+/// (unless `overwrite`), is a directory, or its directory is missing or not writable. Outputs are written through a
+/// temporary name and renamed, so they appear complete or not at all.
 void check_output_file(const std::string& flag, const std::string& path, bool overwrite);
 /// Adds --overwrite ("replace an existing <what>") to `cmd`.
 void add_overwrite_flag(CLI::App* cmd, bool& overwrite, const std::string& what);

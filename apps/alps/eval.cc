@@ -5,9 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iostream>
 #include <utility>
 #include <vector>
-#include <iostream>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"

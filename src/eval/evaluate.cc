@@ -16,7 +16,8 @@ std::vector<int64_t> tokens_of(const Dataset& d, const tokenizer::Tokenizer& tok
   std::vector<int64_t> ids = dataset_tokens(d, tokenizer, seqlen);
   const std::string file = d.path.string();
   ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", d.name == file ? file : d.name + " (" + file + ")",
-             ": ", ids.size(), " tokens are fewer than one window of ", seqlen, " (use a shorter window or a longer text)");
+             ": ", ids.size(), " tokens are fewer than one window of ", seqlen,
+             " (use a shorter window or a longer text)");
   return ids;
 }
 }  // namespace

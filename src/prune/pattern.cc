@@ -28,8 +28,8 @@ bool parse_int(std::string_view text, int64_t& value) {
 }  // namespace
 
 Pattern Pattern::unstructured(double sparsity) {
-  ALPS_USAGE_CHECK(std::isfinite(sparsity) && sparsity >= 0 && sparsity < 1,
-             "sparsity must be in [0, 1), got ", sparsity);
+  ALPS_USAGE_CHECK(std::isfinite(sparsity) && sparsity >= 0 && sparsity < 1, "sparsity must be in [0, 1), got ",
+                   sparsity);
   Pattern p;
   p.sparsity_ = sparsity;
   return p;
@@ -38,7 +38,7 @@ Pattern Pattern::unstructured(double sparsity) {
 Pattern Pattern::n_m(int64_t n, int64_t m) {
   // 0:M keeps nothing: like sparsity 1, an all-zero layer is not a pruning result.
   ALPS_USAGE_CHECK(m >= 1 && n >= 1 && n <= m, "N:M pattern needs 1 <= N <= M, got ", n, ":", m,
-             n == 0 ? " (0:M would prune every weight)" : "");
+                   n == 0 ? " (0:M would prune every weight)" : "");
   Pattern p;
   p.n_ = n;
   p.m_ = m;
@@ -49,8 +49,8 @@ Pattern Pattern::n_m(int64_t n, int64_t m) {
 Pattern Pattern::parse(std::string_view text) {
   if (const auto colon = text.find(':'); colon != std::string_view::npos) {
     int64_t n = 0, m = 0;
-    ALPS_USAGE_CHECK(parse_int(text.substr(0, colon), n) && parse_int(text.substr(colon + 1), m),
-               "pattern '", text, "': expected N:M with integers (e.g. 2:4)");
+    ALPS_USAGE_CHECK(parse_int(text.substr(0, colon), n) && parse_int(text.substr(colon + 1), m), "pattern '", text,
+                     "': expected N:M with integers (e.g. 2:4)");
     return n_m(n, m);
   }
   std::string s(text);
