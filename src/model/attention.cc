@@ -34,7 +34,9 @@ at::Tensor sliding_window_mask(int64_t row0, int64_t rows, int64_t col0, int64_t
 // stays at one thread beside the BLAS threads (core/threads.h), and the softmax is the largest elementwise step of
 // a forward pass.
 at::Tensor softmax_in_place(at::Tensor& scores) {
-  if (!scores.is_cpu()) return at::_softmax_out(scores, scores, -1, false);
+  // Where libtorch's own pool has the threads (the CUDA build's MKL libtorch), its softmax already uses them, and
+  // each of alps's threads calling it would open a pool of its own.
+  if (!scores.is_cpu() || products_in_intra_op_pool()) return at::_softmax_out(scores, scores, -1, false);
   const int64_t n = scores.size(-1), rows = scores.numel() / std::max<int64_t>(n, 1);
   const at::Tensor flat = scores.view({rows, n});
   parallel_chunks(rows, parallel_threads(scores.numel()), [&](int64_t r0, int64_t r1, int) {

@@ -156,6 +156,34 @@ TEST(PruneCli, ResumeAcceptsAnotherDeviceBatchSizeAndStatisticsDevice) {
   EXPECT_EQ(report.at("extra").at("memory_estimate").at("device_statistics_gib_at_most").get<double>(), 0.0);
 }
 
+// A whole run on the GPU, with its measured device peak against the estimate printed before it. Magnitude pruning
+// keeps the same weights on either device, so the layer errors differ only by the rounding of G: 1024 fp32 products
+// summed in another order move each entry by at most ~1024 u = 6e-5 of sqrt(G_ii G_jj), and the error ratio by about
+// twice that; 1e-3 leaves a margin.
+TEST(PruneCli, PrunesOnTheGpu_CUDA) {
+  test::TempDir dir;
+  const std::vector<std::string> recipe = {"--method", "magnitude", "--sparsity", "0.5", "--json", "--device"};
+  auto with = [&](const char* device) {
+    std::vector<std::string> a = recipe;
+    a.push_back(device);
+    return a;
+  };
+  const auto gpu = test::run_cli(prune_args(dir / "gpu", with("cuda")));
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  const auto cpu = test::run_cli(prune_args(dir / "cpu", with("cpu")));
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  const auto g = nlohmann::json::parse(gpu.out), c = nlohmann::json::parse(cpu.out);
+  const auto& est = g.at("extra").at("memory_estimate");
+  EXPECT_GT(est.at("device_peak_gib_measured").get<double>(), 0.0);
+  EXPECT_LE(est.at("device_peak_gib_measured").get<double>(), est.at("device_total_gib_at_most").get<double>());
+  EXPECT_TRUE(test::slurp(dir / "gpu/model.safetensors") == test::slurp(dir / "cpu/model.safetensors"));
+  ASSERT_EQ(g.at("layers").size(), c.at("layers").size());
+  for (size_t i = 0; i < c.at("layers").size(); ++i) {
+    const double want = c["layers"][i].at("rel_error").get<double>();
+    EXPECT_NEAR(g["layers"][i].at("rel_error").get<double>(), want, 1e-3 * want) << c["layers"][i].at("name");
+  }
+}
+
 TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
