@@ -13,10 +13,16 @@ namespace alps::eval {
 
 namespace {
 std::vector<int64_t> tokens_of(const Dataset& d, const tokenizer::Tokenizer& tokenizer, int64_t seqlen) {
-  std::vector<int64_t> ids = dataset_tokens(d, tokenizer, seqlen);
-  const std::string file = d.path.string();
-  ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", d.name == file ? file : d.name + " (" + file + ")",
-             ": ", ids.size(), " tokens are fewer than one window of ", seqlen,
+  const std::string file = d.path.string(), shown = d.name == file ? file : d.name + " (" + file + ")";
+  std::vector<int64_t> ids;
+  try {
+    ids = dataset_tokens(d, tokenizer, seqlen);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // the tokenizer's own errors (invalid UTF-8 at byte N) do not know the file
+    ALPS_FAIL("dataset ", shown, ": ", e.what());
+  }
+  ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", shown, ": ", ids.size(), " tokens are fewer than one window of ", seqlen,
              " (use a shorter window or a longer text)");
   return ids;
 }

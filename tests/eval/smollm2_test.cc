@@ -66,6 +66,18 @@ TEST(SmolLM2, GreedyGenerationMatchesTransformers) {
 }
 
 // Per-window NLL of the first windows of 512 tokens of WikiText-2 test, and their perplexity (30.96).
+// A text that is not UTF-8 stops a tokenizer.json model with an error naming the file, not only the byte.
+TEST(SmolLM2, InvalidUtf8NamesTheFile) {
+  ALPS_REQUIRE_SMOLLM2();
+  test::TempDir tmp;
+  std::ofstream(tmp / "bad.txt") << "Hello \xff world and more words here";
+  const auto r = test::run_cli({"eval", "--model", test::smollm2_dir().string(), "--ppl", (tmp / "bad.txt").string(),
+                                "--seqlen", "4"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("dataset " + (tmp / "bad.txt").string() + ": text to tokenize is not valid UTF-8 (byte offset 6)"),
+            std::string::npos) << r.err;
+}
+
 TEST(SmolLM2, WikiText2WindowsMatchTransformers) {
   ALPS_REQUIRE_SMOLLM2();
   const auto g = golden().at("wikitext2");
