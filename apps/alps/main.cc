@@ -15,7 +15,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "alps/core/build_info.h"
 #include "alps/core/host_allocator.h"
@@ -202,19 +201,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
-  // Every pass starts this many threads at once: far beyond the cores they only contend (100000 of them exhaust
-  // the machine), so the ceiling is a few per core.
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t cap = alps::max_threads();
   app.add_option("--threads", threads,
                  fmt::format("Cores alps may use, given to every thread pool: BLAS, libtorch's, alps's own passes "
                              "(1 to 4x the cores; default: $OMP_NUM_THREADS if set, else the cores available, "
                              "here {})",
                              alps::default_threads()))
       ->check(CLI::Validator(
-          [cores](std::string& text) -> std::string {
-            if (alps::cli::int_range(0, 4 * cores)(text).empty()) return "";
-            return fmt::format("expected 0 (the default) or 1 to {} (4x the {} cores), got '{}'", 4 * cores, cores,
-                               text);
+          [cap](std::string& text) -> std::string {
+            if (alps::cli::int_range(0, cap)(text).empty()) return "";
+            return fmt::format("expected 0 (the default) or 1 to {} (4x the {} cores), got '{}'", cap, cap / 4, text);
           },
           "0 or 1..4x cores"));
 

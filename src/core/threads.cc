@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "alps/core/parallel.h"
 
@@ -38,15 +39,18 @@ int& configured() {
 
 }  // namespace
 
+int max_threads() { return 4 * static_cast<int>(std::max(1U, std::thread::hardware_concurrency())); }
+
 int default_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
-    // The range --threads takes (1 to 4x the cores): beyond it every pass only contends for the cores.
-    const long cap = 4L * std::max(1U, std::thread::hardware_concurrency());
+    const long cap = max_threads();
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && n > 0 && n <= cap) return static_cast<int>(n);
-    spdlog::warn("OMP_NUM_THREADS={} ignored (expected 1 to {}, 4x the cores); using the {} cores available", env,
-                 cap, affinity_cores());
+    static bool warned = false;  // asked for again when the pools are set; one warning is the news
+    if (!std::exchange(warned, true))
+      spdlog::warn("OMP_NUM_THREADS={} ignored (expected 1 to {}, 4x the cores); using the {} cores available", env,
+                   cap, affinity_cores());
   }
   return affinity_cores();
 }

@@ -17,13 +17,11 @@ std::vector<int64_t> tokens_of(const Dataset& d, const tokenizer::Tokenizer& tok
   std::vector<int64_t> ids;
   try {
     ids = dataset_tokens(d, tokenizer, seqlen);
-  } catch (const UsageError&) {
-    throw;
   } catch (const Error& e) {  // the tokenizer's own errors (invalid UTF-8 at byte N) do not know the file
     ALPS_FAIL("dataset ", shown, ": ", e.what());
   }
-  ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", shown, ": ", ids.size(), " tokens are fewer than one window of ", seqlen,
-             " (use a shorter window or a longer text)");
+  ALPS_CHECK(static_cast<int64_t>(ids.size()) >= seqlen, "dataset ", shown, ": ", ids.size(),
+             " tokens are fewer than one window of ", seqlen, " (use a shorter window or a longer text)");
   return ids;
 }
 }  // namespace

@@ -40,10 +40,10 @@ std::vector<TaskInput> resolve_tasks(const std::vector<std::string>& names, cons
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     ALPS_USAGE_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < o.size(), "task file override '", o,
-               "': expected TASK=FILE");
+                     "': expected TASK=FILE");
     const std::string name = o.substr(0, eq);
     ALPS_USAGE_CHECK(find_task(name) != nullptr, "task file override '", o, "': unknown task '", name, "' (known: ",
-               task_names(), ")");
+                     task_names(), ")");
     bool found = false;
     for (TaskInput& t : out)
       if (t.spec->name == name) {

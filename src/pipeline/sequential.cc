@@ -194,9 +194,10 @@ OutputRequest output_request(const PruneJob& job) {
   return {job.out_dir, job.model_dir, job.dump_problems, job.overwrite, job.resume};
 }
 
-// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model; returns the
-// plan it built. The caller also loads the tokenizer, which checks it, and keeps it for calibration and evaluation.
-std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m) {
+// Everything about the job that can be checked before any work, given the loaded (memory-mapped) model and its
+// tokenizer (loading checked both); returns the plan it built.
+std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m,
+                                       const tokenizer::Tokenizer& tok) {
   const Recipe& r = job.recipe;
   check_recipe(r, "recipe");
   ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
@@ -217,9 +218,11 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
                    job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
   }
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
-  eval::plan_evaluation(r.eval, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_sequence_length(), "evaluation seqlen ", r.eval_seqlen,
              " exceeds the model's ", m.config().max_positions, " positions");
+  // A text too short for one evaluation window would stop the run after its pruning. Tokenised again then
+  // (seconds, against the pruning's minutes to hours).
+  eval::check_dataset_lengths(eval::plan_evaluation(r.eval, job.data_dir), tok, evaluation_seqlen(r, m));
   return plan;
 }
 
@@ -520,11 +523,8 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
 
 report::RunReport run_prune(const PruneJob& job) {
   auto m = model::CausalLM::load(job.model_dir);
-  const auto plan = validate_with(job, m);
   const auto tok = tokenizer::load_tokenizer(job.model_dir);
-  // Tokenised again after pruning (seconds, against the pruning's minutes to hours).
-  eval::check_dataset_lengths(eval::plan_evaluation(job.recipe.eval, job.data_dir), *tok,
-                              evaluation_seqlen(job.recipe, m));
+  const auto plan = validate_with(job, m, *tok);
   OutputDir out(output_request(job));
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());

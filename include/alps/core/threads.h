@@ -22,6 +22,10 @@ struct ThreadSettings {
 /// children, such as a test runner, is obeyed), else the cores this process may run on.
 int default_threads();
 
+/// The most threads --threads or $OMP_NUM_THREADS may give: 4x the machine's cores (every pass starts that many
+/// threads at once; far beyond the cores they only contend, and 100000 of them exhaust the machine).
+int max_threads();
+
 /// Whether ATen's matrix products run on libtorch's intra-op pool (MKL, or no BLAS pool of its own) rather than on
 /// OpenBLAS's pool.
 bool products_in_intra_op_pool();
