@@ -7,8 +7,8 @@ Run from the repository root:
 
 References: Hugging Face `tokenizers` (byte-level BPE: GPT-2 tables, and a LLaMA-3-style tokenizer.json trained
 here; small tokenizer.json files trained here with the normalizer, pre-tokenizer, model options and decoder of each
-family alps supports; Unicode normal forms and lowercasing of every code point) and Python `sentencepiece`
-(stories260K and Llama-2 tokenizer.model). With --smollm2 DIR (scripts/get_smollm2.sh's output), also the ids of
+family alps supports; Unicode normal forms and lowercasing of every code point); tokenizer.model goldens come from
+scripts/make_sentencepiece_golden.py. With --smollm2 DIR (scripts/get_smollm2.sh's output), also the ids of
 SmolLM2's real tokenizer.json, which is too large to commit and is tested where the model is present. Long texts are stored as a token count
 plus an FNV-1a 64-bit hash of the ids (each id as 8 little-endian bytes) and the first ids, so the committed files
 stay small while a mismatch anywhere in the text is caught; short texts store their full ids.
@@ -402,25 +402,6 @@ def smollm2_real(model_dir, data_dir, out_dir, provenance):
     write(out_dir, "smollm2_real_golden.json", doc)
 
 
-def sentencepiece_golden(model_file, data_dir, out_dir, name, provenance):
-    sp = spm.SentencePieceProcessor(model_file=model_file)
-    wiki = read(os.path.join(data_dir, "text/wikitext2/wikitext-2-raw-v1.test.hf_joined.txt"))
-    stories = read(os.path.join(data_dir, "text/tinystories/tinystories.valid.txt"))
-    sample = read(os.path.join(data_dir, "text/tinystories/tinystories_sample.txt"))
-    rows = wikitext_rows(data_dir)
-    doc = {
-        "provenance": provenance,
-        "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "vocab_size": sp.get_piece_size(),
-        "wikitext2_test": summary(sp.encode(wiki)),
-        "tinystories_valid": summary(sp.encode(stories)),
-        "tinystories_sample": {"ids": sp.encode(sample)},
-        "rows": [{"row": i, "ids": sp.encode(rows[i])} for i in pick_rows(rows, 20, 20)],
-        "cases": [{"text": t, "ids": sp.encode(t)} for t in CASES],
-    }
-    assert sp.decode(sp.encode(wiki)) == wiki, f"{name}: reference does not round-trip WikiText-2"
-    write(out_dir, f"{name}_golden.json", doc)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data")
@@ -438,10 +419,6 @@ def main():
     unicode_golden(args.out, provenance)
     if args.smollm2:
         smollm2_real(args.smollm2, args.data_dir, args.out, provenance)
-    sentencepiece_golden(os.path.join(args.data_dir, "models/stories260K-hf/tokenizer.model"), args.data_dir, args.out,
-                         "sp_stories260k", provenance)
-    sentencepiece_golden(os.path.join(args.data_dir, "tokenizers/llama2/tokenizer.model"), args.data_dir, args.out,
-                         "sp_llama2", provenance)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <iterator>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
@@ -73,10 +75,23 @@ int run_generate(const GenerateArgs& a) {
   // "Once upon" + "a time" would print "Once upona time"), so it is the whole decode minus the decoded prompt.
   // Should the prompt's decode not be a prefix (a multi-byte character split across the boundary), the
   // continuation decoded alone is the best left.
-  const std::string prompt_text = tok->decode(prompt_ids), full_text = tok->decode(ids);
+  // A model's embedding is often padded past the tokenizer's vocabulary (OPT, Qwen2), and a badly pruned one may
+  // pick such an id: it has no text, so it is left out of the text (as transformers' fast tokenizers do) but kept in
+  // the JSON ids, with a warning, rather than losing the whole output.
+  const auto has_text = [&](int64_t id) { return id >= 0 && id < tok->vocab_size(); };
+  const auto textual = [&](const std::vector<int64_t>& v) {
+    std::vector<int64_t> kept;
+    std::copy_if(v.begin(), v.end(), std::back_inserter(kept), has_text);
+    return kept;
+  };
+  if (const auto missing = std::count_if(generated.begin(), generated.end(), [&](int64_t id) { return !has_text(id); }))
+    spdlog::warn("{} of the {} generated ids are beyond the tokenizer's vocabulary of {} ids (the model has {}): they "
+                 "have no text and are left out of it",
+                 missing, generated.size(), tok->vocab_size(), m.config().vocab_size);
+  const std::string prompt_text = tok->decode(prompt_ids), full_text = tok->decode(textual(ids));
   const std::string text = full_text.compare(0, prompt_text.size(), prompt_text) == 0
                                ? full_text.substr(prompt_text.size())
-                               : tok->decode(generated);
+                               : tok->decode(textual(generated));
   // The first token costs the prompt's forward; each later one a single position's.
   const int64_t steps = static_cast<int64_t>(generated.size());
   const double decode_rate = steps > 1 ? static_cast<double>(steps - 1) / (seconds - prompt_seconds) : 0.0;

@@ -3,6 +3,9 @@
 #include <zlib.h>
 
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
@@ -73,10 +76,25 @@ std::string text_of(const nlohmann::json& record, const fs::path& path, int64_t 
 
 std::string read_text_file(const fs::path& path) { return GzReader(path).rest(); }
 
-nlohmann::json read_json_file(const fs::path& path, bool allow_comments) {
+nlohmann::json read_json_file(const fs::path& path, JsonDialect dialect) {
   const std::string text = read_text_file(path);
+  const bool recipe = dialect == JsonDialect::kRecipe;
+  // The keys seen in each object being parsed, innermost last.
+  std::vector<std::set<std::string>> open_objects;
+  const nlohmann::json::parser_callback_t unique_keys = [&](int, nlohmann::json::parse_event_t event,
+                                                            nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end) open_objects.pop_back();
+    if (event == Event::key)
+      ALPS_CHECK(open_objects.back().insert(parsed.get<std::string>()).second, path.string(), ": key '",
+                 parsed.get<std::string>(), "' appears twice in one object (the second would silently replace the "
+                 "first); keep one");
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, allow_comments);
+    return nlohmann::json::parse(text, recipe ? unique_keys : nullptr, /*allow_exceptions=*/true,
+                                 /*ignore_comments=*/recipe);
   } catch (const nlohmann::json::exception& e) {
     // Not only parse_error: a number too large for a double ("1e400") is an out_of_range error.
     ALPS_FAIL(path.string(), ": not valid JSON (", e.what(), ")");

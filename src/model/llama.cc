@@ -43,6 +43,11 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
   }
   const char* type_key = s.has("rope_type") ? "rope_type" : "type";
   const std::string type = s.string(type_key, "default");
+  // transformers 4.x lets "type" overwrite "rope_type", 5.x the other way round: two names for one rule are only
+  // unambiguous when they agree.
+  if (s.has("rope_type") && s.has("type"))
+    ALPS_CHECK(s.string("type", "") == type, s.field("type"), " is '", s.string("type", ""), "' but '", where,
+               "rope_type' is '", type, "': transformers 4.x runs the first and 5.x the second; keep one");
   if (type == "default") return;
   ALPS_CHECK(type == "linear" || type == "dynamic" || type == "llama3", s.field(type_key),
              ": expected one of default, linear, dynamic, llama3, got '", type, "'");

@@ -171,7 +171,7 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
 }
 
 Recipe load_recipe(const std::filesystem::path& path) {
-  return recipe_from_json(io::read_json_file(path, /*allow_comments=*/true), "recipe " + path.string());
+  return recipe_from_json(io::read_json_file(path, io::JsonDialect::kRecipe), "recipe " + path.string());
 }
 
 json recipe_to_json(const Recipe& r) {

@@ -2,12 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
 #include "tokenizer/sentencepiece_shim.h"
+#include "tokenizer/slow_split.h"
+#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
 namespace {
@@ -23,6 +26,7 @@ struct Shim {
   decltype(&alps_spm_eos_id) eos_id;
   decltype(&alps_spm_piece_id) piece_id;
   decltype(&alps_spm_piece_flags) piece_flags;
+  decltype(&alps_spm_id_to_piece) id_to_piece;
 };
 
 template <typename F>
@@ -91,6 +95,7 @@ const Shim& shim() {
       bind(handle, "alps_spm_eos_id", instance.eos_id, path);
       bind(handle, "alps_spm_piece_id", instance.piece_id, path);
       bind(handle, "alps_spm_piece_flags", instance.piece_flags, path);
+      bind(handle, "alps_spm_id_to_piece", instance.id_to_piece, path);
       return;
     }
     failure = "cannot load the SentencePiece module libalps_sentencepiece_shim.so (set ALPS_SENTENCEPIECE_SHIM to "
@@ -108,14 +113,49 @@ void append_ids(void* context, const int* ids, size_t count) {
                                                         ids + count);
 }
 
+constexpr std::string_view kMetaSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's visible space
+
+// transformers' LlamaTokenizer (the slow class the reference perplexity scripts load; lm-eval's fast one agrees with
+// it in legacy mode): the text is cut at added tokens (<unk>, <s>, </s> among them, so their text in a data set
+// becomes their ids), and libsentencepiece encodes each stretch between them. With `legacy: false`, the model loses
+// its dummy prefix and the tokenizer adds one space in front of the whole text instead of in front of every stretch.
 class SentencePiece final : public Tokenizer {
  public:
   SentencePiece(const std::filesystem::path& model_file, const SpecialTokenConfig& config)
-      : source_(model_file.string()) {
+      : source_(model_file.string()), legacy_(config.legacy.value_or(true)),
+        add_prefix_space_(config.add_prefix_space.value_or(true)) {
     require_regular_file(model_file, "SentencePiece model");
     std::string error;
-    processor_.reset(shim().load(source_.c_str(), &append_bytes, &error));
+    processor_.reset(shim().load(source_.c_str(), legacy_ ? 0 : 1, &append_bytes, &error));
     ALPS_CHECK(processor_ != nullptr, "cannot load SentencePiece model ", source_, ": ", error);
+    pieces_ = shim().piece_size(processor_.get());
+    space_id_ = piece_id(std::string(kMetaSpace));
+    unk_token_ = config.unk_token.value_or("<unk>");
+    unk_length_ = static_cast<int64_t>(sp_encode(unk_token_).size());
+
+    // LlamaTokenizer's defaults for the special strings; each is an added token, with its piece's id when the model
+    // has that piece, else the next free id (after those of tokenizer_config's added tokens).
+    added_ = config.added_tokens;
+    int64_t next_id = pieces_;
+    for (const auto& token : added_) {
+      ALPS_CHECK(token.id >= 0, source_, ": added token '", token.content, "' has id ", token.id);
+      next_id = std::max(next_id, token.id + 1);
+    }
+    special_ = config.additional_special_tokens;
+    for (const auto& token : {config.bos_token.value_or("<s>"), config.eos_token.value_or("</s>"), unk_token_,
+                              config.pad_token.value_or("")}) {
+      if (token.empty()) continue;
+      special_.push_back(token);
+      const bool known = std::any_of(added_.begin(), added_.end(), [&](const auto& a) { return a.content == token; });
+      if (known) continue;
+      AddedToken added;
+      added.content = token;
+      added.id = piece_id(token).value_or(next_id);
+      if (added.id == next_id) ++next_id;
+      added_.push_back(std::move(added));
+    }
+    vocab_size_ = next_id;
+
     bos_id_ = resolve(config.bos_token, config.bos_token_id, shim().bos_id(processor_.get()));
     eos_id_ = resolve(config.eos_token, config.eos_token_id, shim().eos_id(processor_.get()));
     // LlamaTokenizer's defaults: add_bos_token=True, add_eos_token=False.
@@ -131,53 +171,137 @@ class SentencePiece final : public Tokenizer {
     std::vector<int64_t> ids;
     ids.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) ids.push_back(*bos_id_);
-    std::string error;
-    const int rc = shim().encode(processor_.get(), text.data(), text.size(), &append_ids, &ids, &append_bytes, &error);
-    ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to encode: ", error);
+    if (legacy_ || text.empty()) {
+      tokenize(text, ids);
+    } else {
+      std::string prefixed = add_prefix_space_ ? std::string(kMetaSpace) : std::string();
+      prefixed += replace_all(text, kMetaSpace, " ");
+      const size_t first = ids.size();
+      const bool second_is_special = tokenize(prefixed, ids);
+      // A lone prefix space before a special token is dropped again.
+      if (second_is_special && ids[first] == space_id_) ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(first));
+    }
     if (add_special && add_eos_) ids.push_back(*eos_id_);
     return ids;
   }
 
   std::string decode(const std::vector<int64_t>& ids) const override {
-    // Skip what LlamaTokenizer's skip_special_tokens skips: control pieces (<s>, </s>) and <unk>.
-    std::vector<int> kept;
-    kept.reserve(ids.size());
+    // LlamaTokenizer's decode with skip_special_tokens: special tokens and control pieces are dropped; the other
+    // added tokens and the stretches of pieces between them are decoded apart and joined with single spaces.
+    std::vector<std::string> parts;
+    std::vector<int> stretch;
+    auto flush = [&](bool keep_empty) {
+      if (stretch.empty()) return;
+      std::string part, error;
+      const int rc =
+          shim().decode(processor_.get(), stretch.data(), stretch.size(), &append_bytes, &part, &append_bytes, &error);
+      ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to decode: ", error);
+      // The space the tokenizer put in front is taken off the stretch's first piece.
+      if (add_prefix_space_ && piece(stretch.front()).rfind(kMetaSpace, 0) == 0 && !part.empty() &&
+          part.front() == ' ')
+        part.erase(0, 1);
+      if (keep_empty || !part.empty()) parts.push_back(std::move(part));
+      stretch.clear();
+    };
     for (int64_t id : ids) {
-      ALPS_CHECK(id >= 0 && id < vocab_size(), "decode: token id ", id, " is outside the vocabulary [0, ", vocab_size(),
+      ALPS_CHECK(id >= 0 && id < vocab_size_, "decode: token id ", id, " is outside the vocabulary [0, ", vocab_size_,
                  ") of ", source_);
-      if (shim().piece_flags(processor_.get(), static_cast<int>(id)) != 0 || id == bos_id_ || id == eos_id_) continue;
-      kept.push_back(static_cast<int>(id));
+      const auto added = std::find_if(added_.begin(), added_.end(), [&](const auto& a) { return a.id == id; });
+      if (id == bos_id_ || id == eos_id_ || (added != added_.end() && is_special(added->content))) continue;
+      if (added != added_.end()) {
+        flush(false);
+        parts.push_back(added->content);
+      } else if (id < pieces_ && shim().piece_flags(processor_.get(), static_cast<int>(id)) == 0) {
+        stretch.push_back(static_cast<int>(id));
+      }
     }
-    std::string text, error;
-    const int rc =
-        shim().decode(processor_.get(), kept.data(), kept.size(), &append_bytes, &text, &append_bytes, &error);
-    ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to decode: ", error);
+    flush(true);
+    std::string text;
+    for (size_t i = 0; i < parts.size(); ++i) text += (i > 0 ? " " : "") + parts[i];
     return text;
   }
 
-  int64_t vocab_size() const override { return shim().piece_size(processor_.get()); }
+  int64_t vocab_size() const override { return vocab_size_; }
   std::optional<int64_t> bos_id() const override { return bos_id_; }
   std::optional<int64_t> eos_id() const override { return eos_id_; }
   std::string kind() const override { return "sentencepiece"; }
 
  private:
+  // PreTrainedTokenizer.tokenize: added tokens become their ids, the text between them goes to the model. Returns
+  // whether the second id came from a special token (what the non-legacy path needs to know).
+  bool tokenize(std::string_view text, std::vector<int64_t>& ids) const {
+    const size_t first = ids.size();
+    bool second_is_special = false;
+    for (const auto& piece : split_at_added_tokens(text, added_)) {
+      if (piece.added_id >= 0) {
+        if (ids.size() == first + 1) second_is_special = is_special(piece.text);
+        ids.push_back(piece.added_id);
+      } else {
+        const size_t before = ids.size();
+        encode_stretch(piece.text, ids);
+        if (before <= first + 1 && ids.size() > first + 1) second_is_special = false;
+      }
+    }
+    return second_is_special;
+  }
+
+  // LlamaTokenizer._tokenize. Without the dummy prefix, libsentencepiece drops a leading space, so a stretch that
+  // starts with one is encoded after the unknown token's text, whose pieces are then cut off.
+  void encode_stretch(const std::string& text, std::vector<int64_t>& ids) const {
+    if (legacy_ || !(text.rfind(kMetaSpace, 0) == 0 || text.front() == ' ')) {
+      const auto encoded = sp_encode(text);
+      ids.insert(ids.end(), encoded.begin(), encoded.end());
+      return;
+    }
+    const auto encoded = sp_encode(unk_token_ + text);
+    const int64_t skip = static_cast<int64_t>(encoded.size()) >= unk_length_ ? unk_length_ : 0;
+    ids.insert(ids.end(), encoded.begin() + skip, encoded.end());
+  }
+
+  std::vector<int64_t> sp_encode(std::string_view text) const {
+    std::vector<int64_t> ids;
+    std::string error;
+    const int rc = shim().encode(processor_.get(), text.data(), text.size(), &append_ids, &ids, &append_bytes, &error);
+    ALPS_CHECK(rc == 0, "SentencePiece (", source_, ") failed to encode: ", error);
+    return ids;
+  }
+
+  std::optional<int64_t> piece_id(const std::string& piece) const {
+    const int id = shim().piece_id(processor_.get(), piece.data(), piece.size());
+    return id >= 0 ? std::optional<int64_t>(id) : std::nullopt;
+  }
+
+  std::string piece(int id) const {
+    std::string text;
+    shim().id_to_piece(processor_.get(), id, &append_bytes, &text);
+    return text;
+  }
+
+  bool is_special(const std::string& token) const {
+    return std::find(special_.begin(), special_.end(), token) != special_.end();
+  }
+
   // The token string from the config wins when it is a piece of the model; then config.json's id; then the
   // model's own id (SentencePiece uses -1 for "none").
   std::optional<int64_t> resolve(const std::optional<std::string>& token, std::optional<int64_t> config_id,
                                  int model_id) const {
     if (token) {
-      const int id = shim().piece_id(processor_.get(), token->data(), token->size());
-      if (id >= 0) return id;
+      if (auto id = piece_id(*token)) return id;
     }
-    if (config_id && *config_id >= 0 && *config_id < vocab_size()) return config_id;
+    if (config_id && *config_id >= 0 && *config_id < vocab_size_) return config_id;
     if (model_id >= 0) return model_id;
     return std::nullopt;
   }
 
   std::string source_;
+  bool legacy_, add_prefix_space_;
   // Owned from the moment it is loaded, so that a check failing later in the constructor does not leak it.
   std::unique_ptr<void, void (*)(void*)> processor_{nullptr, [](void* p) { shim().free(p); }};
-  std::optional<int64_t> bos_id_, eos_id_;
+  int64_t pieces_ = 0, vocab_size_ = 0, unk_length_ = 0;
+  std::optional<int64_t> space_id_, bos_id_, eos_id_;
+  std::string unk_token_;
+  std::vector<AddedToken> added_;     // tokenizer_config's added tokens and the special strings
+  std::vector<std::string> special_;  // LlamaTokenizer's all_special_tokens
   bool add_bos_ = true, add_eos_ = false;
 };
 

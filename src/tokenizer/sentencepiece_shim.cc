@@ -4,6 +4,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -26,9 +28,25 @@ void report(const sentencepiece::util::Status& status, alps_spm_bytes_sink error
 
 extern "C" {
 
-ALPS_SHIM_EXPORT void* alps_spm_load(const char* model_file, alps_spm_bytes_sink error, void* error_context) {
+ALPS_SHIM_EXPORT void* alps_spm_load(const char* model_file, int no_dummy_prefix, alps_spm_bytes_sink error,
+                                     void* error_context) {
   auto* processor = new SentencePieceProcessor();
-  const auto status = processor->Load(model_file);
+  sentencepiece::util::Status status;
+  if (no_dummy_prefix == 0) {
+    status = processor->Load(model_file);
+  } else {
+    std::ifstream in(model_file, std::ios::binary);
+    std::string proto((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      status = sentencepiece::util::Status(sentencepiece::util::StatusCode::kNotFound, "cannot read the file");
+    } else {
+      // Protobuf merges repeated occurrences of a message field, so appending ModelProto field 3 (normalizer_spec)
+      // holding only NormalizerSpec field 3 (add_dummy_prefix) = false overrides that one flag and keeps the rest,
+      // without the protobuf headers libsentencepiece does not install.
+      proto += std::string("\x1a\x02\x18\x00", 4);
+      status = processor->LoadFromSerializedProto(proto);
+    }
+  }
   if (!status.ok()) {
     report(status, error, error_context);
     delete processor;
@@ -71,6 +89,12 @@ ALPS_SHIM_EXPORT int alps_spm_piece_id(const void* processor, const char* piece,
   const std::string token(piece, size);
   const int id = sp(processor).PieceToId(token);
   return id >= 0 && sp(processor).IdToPiece(id) == token ? id : -1;
+}
+
+ALPS_SHIM_EXPORT void alps_spm_id_to_piece(const void* processor, int id, alps_spm_bytes_sink out, void* context) {
+  if (id < 0 || id >= sp(processor).GetPieceSize()) return;
+  const std::string& piece = sp(processor).IdToPiece(id);
+  out(context, piece.data(), piece.size());
 }
 
 ALPS_SHIM_EXPORT int alps_spm_piece_flags(const void* processor, int id) {

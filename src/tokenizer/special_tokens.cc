@@ -20,6 +20,17 @@ std::optional<std::string> token_string(const nlohmann::json& j, const char* key
   return std::nullopt;
 }
 
+std::vector<std::string> token_strings(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> tokens;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return tokens;
+  for (const auto& entry : *it) {
+    const nlohmann::json wrapped = {{"token", entry}};
+    if (auto token = token_string(wrapped, "token")) tokens.push_back(*token);
+  }
+  return tokens;
+}
+
 std::optional<bool> optional_bool(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_boolean()) return std::nullopt;
@@ -49,6 +60,8 @@ SpecialTokenConfig read_special_token_config(const std::filesystem::path& model_
     config.add_bos_token = optional_bool(*j, "add_bos_token");
     config.add_eos_token = optional_bool(*j, "add_eos_token");
     config.add_prefix_space = optional_bool(*j, "add_prefix_space");
+    config.legacy = optional_bool(*j, "legacy");
+    config.additional_special_tokens = token_strings(*j, "additional_special_tokens");
     if (auto it = j->find("tokenizer_class"); it != j->end() && it->is_string()) config.tokenizer_class = *it;
     if (auto it = j->find("added_tokens_decoder"); it != j->end() && it->is_object()) {
       for (const auto& [key, value] : it->items()) {
@@ -82,6 +95,8 @@ SpecialTokenConfig read_special_token_config(const std::filesystem::path& model_
     if (!config.eos_token) config.eos_token = token_string(*j, "eos_token");
     if (!config.unk_token) config.unk_token = token_string(*j, "unk_token");
     if (!config.pad_token) config.pad_token = token_string(*j, "pad_token");
+    if (config.additional_special_tokens.empty())
+      config.additional_special_tokens = token_strings(*j, "additional_special_tokens");
   }
   if (auto j = read_json_if_exists(model_dir / "config.json"); j && j->is_object()) {
     config.bos_token_id = optional_id(*j, "bos_token_id");

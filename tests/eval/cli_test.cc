@@ -187,6 +187,32 @@ TEST(EvalCli, GenerateKeepsTheSpaceBetweenPromptAndContinuation) {
   EXPECT_EQ(plain.out, expected + "\n");
 }
 
+// An embedding padded past the tokenizer's vocabulary (as OPT's and Qwen2's are) whose padding wins the argmax: the
+// ids without text are reported and left out of the text, and the rest of the output survives.
+TEST(EvalCli, GenerateLeavesIdsBeyondTheTokenizerOutOfTheText) {
+  test::TempDir tmp;
+  const fs::path padded = edited_stories(tmp, "padded", [](const std::string& name, at::Tensor& t) {
+    if (name != "model.embed_tokens.weight") return;
+    at::Tensor pad = at::zeros({8, t.size(1)}, t.options());
+    pad[3] = t[403] * 10;  // id 515 scores ten times "Once", the model's first word after BOS
+    t = at::cat({t, pad});
+  });
+  nlohmann::json config;
+  std::ifstream(padded / "config.json") >> config;
+  config["vocab_size"] = 520;
+  std::ofstream(padded / "config.json") << config.dump(2);
+  const auto r = test::run_cli({"generate", "--model", padded.string(), "--max-tokens", "6", "--json"});
+  const auto doc = json_of(r);
+  const auto ids = doc["ids"].get<std::vector<int64_t>>();
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), 515);
+  std::vector<int64_t> textual = {1};
+  for (int64_t id : ids)
+    if (id < 512) textual.push_back(id);
+  EXPECT_EQ(doc["text"].get<std::string>(), tokenizer::load_tokenizer(stories())->decode(textual));
+  EXPECT_NE(r.err.find("beyond the tokenizer's vocabulary of 512 ids (the model has 520)"), std::string::npos) << r.err;
+}
+
 // Flag values outside their range are usage errors (exit 2, the flag named); data problems are exit 1.
 TEST(EvalCli, FlagValuesOutOfRangeAreUsageErrors) {
   const std::string model = stories().string();

@@ -4,11 +4,13 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "support.h"
+#include "tokenizer/golden.h"
 
 namespace alps::eval {
 namespace {
@@ -60,6 +62,25 @@ TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
   for (size_t i = 0; i < text.size(); ++i) words += text[i] != ' ' && (i == 0 || text[i - 1] == ' ');
   EXPECT_EQ(words, 78669);
   EXPECT_EQ(text.find("  "), std::string::npos);
+}
+
+// PTB's literal "<unk>" must reach a LLaMA model as the unknown token's id, as transformers' LlamaTokenizer reads it
+// (the reference protocol's scripts load it); the golden ids are scripts/make_sentencepiece_golden.py's.
+TEST(Datasets, PtbReadsAsTransformersLlamaTokenizerReadsIt) {
+  const std::string text = load_dataset_text(resolve_dataset("ptb", data()));
+  for (const std::string name : {"sp_stories260k", "sp_stories260k_legacy", "sp_llama2", "sp_llama2_nonlegacy"}) {
+    SCOPED_TRACE(name);
+    const auto golden = tokenizer::test::read_golden(name + "_golden.json");
+    test::TempDir dir;
+    const auto model_dir = tokenizer::test::sentencepiece_variant_dir(golden, dir);
+    if (model_dir.empty()) {
+      std::cout << test::note_missing_data(golden.at("model").get<std::string>(), "see ../shared/data/SOURCES.md")
+                << "\n";
+      continue;
+    }
+    tokenizer::test::expect_summary(tokenizer::load_tokenizer(model_dir)->encode(text, false), golden.at("ptb_test"),
+                                    "PTB test");
+  }
 }
 
 TEST(Datasets, C4MissingShardIsNamedAndExplicitPathWorks) {

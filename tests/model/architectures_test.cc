@@ -123,6 +123,8 @@ TEST(Architectures, UnsupportedValuesNameFileAndField) {
          j["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}};
        },
        "field 'rope_scaling.type': expected one of default, linear, dynamic, llama3, got 'su'"},
+      {"qwen2_linear", [](json& j) { j["rope_parameters"]["type"] = "dynamic"; },
+       "field 'rope_parameters.type' is 'dynamic' but 'rope_parameters.rope_type' is 'linear'"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"].erase("factor"); },
        "field 'rope_parameters.factor' is required for rope_type 'linear'"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"]["factor"] = -2.0; }, "factor must be positive"},

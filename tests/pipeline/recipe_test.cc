@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,6 +145,31 @@ TEST(Recipe, PatternsMethodsAndRefinesAreCheckedAtLoad) {
   EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "0.50"})"), "r").pattern, "0.5");
   EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.7})"), "r").pattern, "0.7");
   EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "2:4"})"), "r").pattern, "2:4");
+}
+
+// A key written twice is an edit that silently undoes another: refused naming the file and the key, at any depth;
+// the same key in different objects is fine, and comments stay allowed.
+TEST(Recipe, RepeatedKeysAreRefused) {
+  test::TempDir tmp;
+  const auto write_and_load = [&](const char* text) {
+    std::ofstream(tmp / "r.json") << text;
+    try {
+      load_recipe(tmp / "r.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string file = (tmp / "r.json").string();
+  EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, // the first
+                               "method": "alps", "sparsity": 0.7})"),
+            file + ": key 'sparsity' appears twice in one object (the second would silently replace the first); keep one");
+  EXPECT_NE(write_and_load(R"({"sparsity": 0.5, "calibration": {"nsamples": 4, "seed": 1, "nsamples": 8}})")
+                .find(file + ": key 'nsamples' appears twice"),
+            std::string::npos);
+  EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, /* block comment */ "overrides": [{"match": "*.q_proj", "sparsity": 0.6},
+                               {"match": "*.k_proj", "sparsity": 0.6}]})"),
+            "no error");
 }
 
 TEST(Recipe, ShippedConfigsParse) {

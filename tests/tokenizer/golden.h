@@ -85,4 +85,19 @@ inline void expect_summary(const std::vector<int64_t>& ids, const nlohmann::json
   EXPECT_EQ(fnv1a64(ids), golden.at("fnv1a64").get<std::string>()) << what << ": ids differ from the reference";
 }
 
+/// A model directory for one variant of scripts/make_sentencepiece_golden.py: its tokenizer.model (from the committed
+/// data, else the optional data directory) and the tokenizer_config.json it was made with. Empty when the model is
+/// not there (the caller skips).
+inline std::filesystem::path sentencepiece_variant_dir(const nlohmann::json& golden, const alps::test::TempDir& dir) {
+  namespace fs = std::filesystem;
+  const auto model = golden.at("model").get<std::string>();
+  fs::path source = alps::test::committed_data_dir() / model;
+  if (!fs::exists(source)) source = alps::test::data_dir() / model;
+  if (!fs::exists(source)) return {};
+  fs::copy_file(source, dir / "tokenizer.model");
+  if (!golden.at("tokenizer_config").is_null())
+    std::ofstream(dir / "tokenizer_config.json") << golden.at("tokenizer_config").dump();
+  return dir.path();
+}
+
 }  // namespace alps::tokenizer::test

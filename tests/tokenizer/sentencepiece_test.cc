@@ -1,4 +1,4 @@
-// SentencePiece tokenizers against Python `sentencepiece` (golden ids from scripts/make_tokenizer_golden.py).
+// SentencePiece tokenizers against transformers' LlamaTokenizer (golden ids from scripts/make_sentencepiece_golden.py).
 #include "alps/tokenizer/sentencepiece.h"
 
 #include <gtest/gtest.h>
@@ -18,43 +18,54 @@ std::filesystem::path llama2_model() {
   return alps::test::data_dir() / "tokenizers" / "llama2" / "tokenizer.model";
 }
 
-void expect_matches_golden(const Tokenizer& tok, const nlohmann::json& golden) {
-  EXPECT_EQ(tok.vocab_size(), golden.at("vocab_size").get<int64_t>());
-  EXPECT_EQ(tok.bos_id(), golden.at("bos_id").get<int64_t>());
-  EXPECT_EQ(tok.eos_id(), golden.at("eos_id").get<int64_t>());
-  const std::string wiki = test::wikitext2_test();
-  const auto wiki_ids = tok.encode(wiki, false);
-  expect_summary(wiki_ids, golden.at("wikitext2_test"), "WikiText-2 test");
-  EXPECT_EQ(tok.decode(wiki_ids), wiki) << "decode(encode(WikiText-2)) != WikiText-2";
+// Everything a variant's golden file holds (PTB is checked where the evaluation builds its text, datasets_test.cc).
+void expect_matches_golden(const std::string& name) {
+  const auto golden = test::read_golden(name + "_golden.json");
+  alps::test::TempDir dir;
+  const auto model_dir = test::sentencepiece_variant_dir(golden, dir);
+  if (model_dir.empty())
+    GTEST_SKIP() << alps::test::note_missing_data(golden.at("model").get<std::string>(),
+                                                  "see ../shared/data/SOURCES.md");
+  const auto tok = load_tokenizer(model_dir);
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  EXPECT_EQ(tok->vocab_size(), golden.at("vocab_size").get<int64_t>());
+  EXPECT_EQ(tok->bos_id(), golden.at("bos_id").get<int64_t>());
+  EXPECT_EQ(tok->eos_id(), golden.at("eos_id").get<int64_t>());
+  const auto& with_special = golden.at("with_special");
+  EXPECT_EQ(tok->encode(with_special.at("text").get<std::string>(), true),
+            with_special.at("ids").get<std::vector<int64_t>>());
+  expect_summary(tok->encode(test::wikitext2_test(), false), golden.at("wikitext2_test"), "WikiText-2 test");
   const std::string stories =
       test::read_text(alps::test::committed_data_dir() / "text" / "tinystories" / "tinystories.valid.txt");
-  const auto story_ids = tok.encode(stories, false);
+  const auto story_ids = tok->encode(stories, false);
   expect_summary(story_ids, golden.at("tinystories_valid"), "TinyStories valid");
-  EXPECT_EQ(tok.decode(story_ids), stories);
+  EXPECT_EQ(test::fnv1a64_text({tok->decode(story_ids)}), golden.at("tinystories_valid_decoded_fnv1a64"))
+      << "decoded TinyStories valid";
   const std::string sample =
       test::read_text(alps::test::committed_data_dir() / "text" / "tinystories" / "tinystories_sample.txt");
-  EXPECT_EQ(tok.encode(sample, false), golden.at("tinystories_sample").at("ids").get<std::vector<int64_t>>());
+  EXPECT_EQ(tok->encode(sample, false), golden.at("tinystories_sample").at("ids").get<std::vector<int64_t>>());
   const auto rows = test::wikitext2_rows();
   for (const auto& row : golden.at("rows"))
-    EXPECT_EQ(tok.encode(rows.at(row.at("row").get<size_t>()), false), row.at("ids").get<std::vector<int64_t>>())
+    EXPECT_EQ(tok->encode(rows.at(row.at("row").get<size_t>()), false), row.at("ids").get<std::vector<int64_t>>())
         << "row " << row.at("row");
   for (const auto& c : golden.at("cases")) {
     const auto text = c.at("text").get<std::string>();
-    EXPECT_EQ(tok.encode(text, false), c.at("ids").get<std::vector<int64_t>>()) << "text '" << text << "'";
+    const auto ids = c.at("ids").get<std::vector<int64_t>>();
+    EXPECT_EQ(tok->encode(text, false), ids) << "text '" << text << "'";
+    EXPECT_EQ(tok->decode(ids), c.at("decoded").get<std::string>()) << "decoding the ids of '" << text << "'";
   }
 }
 
-TEST(SentencePiece, Stories260KMatchesPythonSentencepiece) {
-  const auto tok = load_tokenizer(stories_dir());
-  EXPECT_EQ(tok->kind(), "sentencepiece");
-  expect_matches_golden(*tok, test::read_golden("sp_stories260k_golden.json"));
-}
-
-TEST(SentencePiece, Llama2MatchesPythonSentencepiece) {
-  ALPS_REQUIRE_DATA("tokenizers/llama2/tokenizer.model");
-  const auto tok = load_sentencepiece(llama2_model(), {});
-  expect_matches_golden(*tok, test::read_golden("sp_llama2_golden.json"));
-}
+// transformers' LlamaTokenizer as each checkpoint configures it: stories260K says legacy: false, the bare LLaMA-2
+// tokenizer.model gets the legacy default; each is also checked the other way, and with added tokens whose flags
+// change where text is cut.
+TEST(SentencePiece, Stories260KMatchesTransformers) { expect_matches_golden("sp_stories260k"); }
+TEST(SentencePiece, Stories260KLegacyMatchesTransformers) { expect_matches_golden("sp_stories260k_legacy"); }
+TEST(SentencePiece, NoPrefixSpaceMatchesTransformers) { expect_matches_golden("sp_stories260k_no_prefix_space"); }
+TEST(SentencePiece, AddedTokensMatchTransformers) { expect_matches_golden("sp_stories260k_added"); }
+TEST(SentencePiece, AddedTokensLegacyMatchTransformers) { expect_matches_golden("sp_stories260k_added_legacy"); }
+TEST(SentencePiece, Llama2MatchesTransformers) { expect_matches_golden("sp_llama2"); }
+TEST(SentencePiece, Llama2NonLegacyMatchesTransformers) { expect_matches_golden("sp_llama2_nonlegacy"); }
 
 // stories260K's tokenizer_config.json says add_bos_token true, add_eos_token false (LlamaTokenizer's defaults too).
 TEST(SentencePiece, BosFromTokenizerConfig) {

@@ -16,8 +16,13 @@ std::string read_text_file(const std::filesystem::path& path);
 /// optionally gzip-compressed; blank lines are skipped. Errors name the file and the record.
 std::vector<std::string> read_text_records(const std::filesystem::path& path, int64_t limit = -1);
 
-/// Parses a JSON file (comments allowed when `allow_comments`); errors name the file: "X: not valid JSON (...)".
-nlohmann::json read_json_file(const std::filesystem::path& path, bool allow_comments = false);
+/// How strictly read_json_file reads. Files other tools write (config.json, tokenizer.json) are read as Python's json
+/// reads them, a repeated key's last value winning; files users write for alps (recipes) take comments and refuse a
+/// repeated key, which is almost always an edit that silently undoes another.
+enum class JsonDialect { kPython, kRecipe };
+
+/// Parses a JSON file; errors name the file: "X: not valid JSON (...)", "X: key 'k' appears twice in one object".
+nlohmann::json read_json_file(const std::filesystem::path& path, JsonDialect dialect = JsonDialect::kPython);
 
 /// Whether a file name says JSON records: .json, .jsonl, optionally followed by .gz.
 bool is_json_records_name(const std::filesystem::path& path);

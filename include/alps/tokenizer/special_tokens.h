@@ -30,6 +30,8 @@ struct SpecialTokenConfig {
   std::optional<bool> add_bos_token;    ///< unset: the tokenizer family's default
   std::optional<bool> add_eos_token;
   std::optional<bool> add_prefix_space;
+  std::optional<bool> legacy;                        ///< LlamaTokenizer's "legacy" (unset and null: true)
+  std::vector<std::string> additional_special_tokens;  ///< special besides BOS/EOS/UNK/PAD
   std::string tokenizer_class;           ///< e.g. "LlamaTokenizer", "GPT2Tokenizer"; empty when absent
   std::vector<AddedToken> added_tokens;  ///< tokenizer_config.json "added_tokens_decoder"
 };

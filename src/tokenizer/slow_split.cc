@@ -1,0 +1,87 @@
+#include "tokenizer/slow_split.h"
+
+#include <algorithm>
+
+#include "tokenizer/utf8.h"
+
+namespace alps::tokenizer {
+namespace {
+
+// Python's str.isspace, which str.strip uses: Unicode categories Zs, Zl, Zp and the bidi classes B, S, WS.
+bool is_python_space(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+std::string python_lstrip(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t next = i;
+    if (!is_python_space(next_code_point(s, next))) break;
+    i = next;
+  }
+  return s.substr(i);
+}
+
+std::string python_rstrip(const std::string& s) {
+  size_t end = 0;  // just past the last non-space code point
+  for (size_t i = 0; i < s.size();) {
+    if (!is_python_space(next_code_point(s, i))) end = i;
+  }
+  return s.substr(0, end);
+}
+
+const AddedToken* find(const std::vector<AddedToken>& tokens, const std::string& text) {
+  for (const auto& token : tokens)
+    if (token.content == text) return &token;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<SlowPiece> split_at_added_tokens(std::string_view text, const std::vector<AddedToken>& tokens) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    size_t longest = 0;
+    for (const auto& token : tokens)
+      if (token.content.size() > longest && text.substr(i, token.content.size()) == token.content)
+        longest = token.content.size();
+    if (longest == 0) {
+      ++i;
+      continue;
+    }
+    if (i > start) parts.emplace_back(text.substr(start, i - start));
+    parts.emplace_back(text.substr(i, longest));
+    start = i += longest;
+  }
+  if (start < text.size()) parts.emplace_back(text.substr(start));
+
+  // As transformers does it: in order, each part judged by its current text, edits reaching later parts included.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const AddedToken* token = find(tokens, parts[i]);
+    if (token == nullptr) continue;
+    // `left` and `right` are the neighbours as they were before this token's edits, as in transformers.
+    const std::string left = i > 0 ? parts[i - 1] : std::string(), right = i + 1 < parts.size() ? parts[i + 1] : "";
+    if (token->rstrip && !right.empty()) parts[i + 1] = python_lstrip(right);
+    if (token->lstrip && !left.empty()) parts[i - 1] = python_rstrip(left);
+    if (token->single_word && !left.empty() && left.back() != ' ') {
+      parts[i - 1] += parts[i];
+      parts[i].clear();
+    } else if (token->single_word && !right.empty() && right.front() != ' ') {
+      parts[i] += right;
+      parts[i + 1].clear();
+    }
+  }
+
+  std::vector<SlowPiece> pieces;
+  for (auto& part : parts) {
+    if (part.empty()) continue;
+    const AddedToken* token = find(tokens, part);
+    pieces.push_back({std::move(part), token != nullptr ? token->id : -1});
+  }
+  return pieces;
+}
+
+}  // namespace alps::tokenizer
