@@ -8,6 +8,7 @@
 #include "alps/core/error.h"
 #include "alps/core/fault.h"
 #include "alps/io/fingerprint.h"
+#include "alps/prune/method.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
 #include "alps/io/text_files.h"
@@ -134,12 +135,28 @@ void recipe_differences(const json& a, const json& b, const std::string& prefix,
   }
 }
 
+// A method constant given with its default value is the run without it: `--option damp=0.01` resumes a run started
+// without --option, and the other way round. (In overrides a default can undo the recipe's value: kept as written.)
+json without_default_options(json recipe) {
+  if (!recipe.is_object() || !recipe.contains("options") || !recipe["options"].is_object()) return recipe;
+  for (const auto& entry : prune::method_catalog()) {
+    if (entry["name"] != recipe.value("method", json())) continue;
+    for (const auto& option : entry["options"]) {
+      const std::string name = option["name"];
+      if (recipe["options"].contains(name) && recipe["options"][name] == option["default"])
+        recipe["options"].erase(name);
+    }
+  }
+  return recipe;
+}
+
 }  // namespace
 
 std::vector<std::string> resume_key_differences(const json& saved, const json& now) {
   std::vector<std::string> out;
   const json empty = json::object();
-  recipe_differences(saved.value("recipe", empty), now.value("recipe", empty), "", out);
+  recipe_differences(without_default_options(saved.value("recipe", empty)),
+                     without_default_options(now.value("recipe", empty)), "", out);
   for (const auto& line : io::fingerprint_differences(saved.value("model", empty), now.value("model", empty)))
     out.push_back("model file " + line);
   const json ca = saved.value("calibration", json()), cb = now.value("calibration", json());
