@@ -8,6 +8,7 @@
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/sentencepiece_shim.h"
 #include "tokenizer/slow_split.h"
 #include "tokenizer/utf8.h"
@@ -168,6 +169,9 @@ class SentencePiece final : public Tokenizer {
   SentencePiece& operator=(const SentencePiece&) = delete;
 
   std::vector<int64_t> encode(std::string_view text, bool add_special) const override {
+    // libsentencepiece would read invalid bytes as unknown pieces; transformers cannot even read such a file.
+    const size_t bad = find_invalid_utf8(text);
+    ALPS_CHECK(bad == std::string_view::npos, "text to tokenize is not valid UTF-8 (byte offset ", bad, ")");
     std::vector<int64_t> ids;
     ids.reserve(text.size() / 3 + 2);
     if (add_special && add_bos_) ids.push_back(*bos_id_);

@@ -213,6 +213,17 @@ TEST(EvalCli, GenerateLeavesIdsBeyondTheTokenizerOutOfTheText) {
   EXPECT_NE(r.err.find("beyond the tokenizer's vocabulary of 512 ids (the model has 520)"), std::string::npos) << r.err;
 }
 
+// A text that is not UTF-8 stops a SentencePiece model too, with an error naming the file.
+TEST(EvalCli, InvalidUtf8NamesTheFile) {
+  test::TempDir tmp;
+  std::ofstream(tmp / "bad.txt") << "Hello \xff world and more words here";
+  const auto r = test::run_cli({"eval", "--model", stories().string(), "--ppl", (tmp / "bad.txt").string(),
+                                "--seqlen", "4"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("dataset " + (tmp / "bad.txt").string() + ": text to tokenize is not valid UTF-8 (byte offset 6)"),
+            std::string::npos) << r.err;
+}
+
 // Flag values outside their range are usage errors (exit 2, the flag named); data problems are exit 1.
 TEST(EvalCli, FlagValuesOutOfRangeAreUsageErrors) {
   const std::string model = stories().string();
