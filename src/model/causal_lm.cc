@@ -261,8 +261,10 @@ void CausalLM::check_finite_result(double result, const std::string& what) const
 
 int64_t CausalLM::num_parameters() const {
   int64_t n = 0;
+  // A tied model runs its embedding as the head: an lm_head.weight stored beside it is never used.
+  const bool unused_head = state_->config.tie_word_embeddings;
   for (const auto& [name, t] : state_->stored.host)
-    if (!is_ignored_buffer(name)) n += t.numel();
+    if (!is_ignored_buffer(name) && !(unused_head && name == "lm_head.weight")) n += t.numel();
   return n;
 }
 

@@ -201,6 +201,20 @@ TEST(CausalLM, Stories260KInfo) {
   EXPECT_EQ(m.config().architecture, "LlamaForCausalLM");
   EXPECT_EQ(m.num_blocks(), 5);
   EXPECT_EQ(m.num_parameters(), 260032);  // README: 260,032 parameters (tied head counted once)
+
+  // A tied checkpoint that also stores lm_head.weight (some exporters write both): the head that runs is the
+  // embedding, so the stored copy is not a parameter of the model.
+  test::TempDir tmp;
+  fs::copy(stories_dir(), tmp / "m");
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  {
+    io::SafetensorsFile f(stories_dir() / "model.safetensors");
+    for (const auto& e : f.entries()) tensors.emplace_back(e.name, f.tensor(e.name).clone());
+    tensors.emplace_back("lm_head.weight", f.tensor("model.embed_tokens.weight").clone());
+  }
+  fs::remove(tmp / "m" / "model.safetensors");
+  io::save_safetensors(tmp / "m" / "model.safetensors", tensors);
+  EXPECT_EQ(CausalLM::load(tmp / "m").num_parameters(), 260032);
 }
 
 // README "Reference perplexity": story by story, [BOS] + ids, no EOS, log_softmax in fp64.
