@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "alps/core/build_info.h"
+#include "alps/core/device.h"
 #include "alps/core/host_allocator.h"
 #include "alps/core/threads.h"
 #include "alps/core/error.h"
@@ -248,7 +249,9 @@ int main(int argc, char** argv) {
     spdlog::error("{} ({})", e.what(), e.where());
     return 1;
   } catch (const c10::Error& e) {
-    spdlog::error("libtorch: {}", e.what_without_backtrace());
+    // `prune` says more (what it was doing, which blocks are kept); every other command can at least say what to try.
+    spdlog::error("libtorch: {}{}", e.what_without_backtrace(),
+                  alps::is_device_out_of_memory(e) ? "\nto fit, lower --batch-size or --dtype, or use --device cpu" : "");
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

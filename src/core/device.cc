@@ -1,5 +1,6 @@
 #include "alps/core/device.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 
 #include "alps/core/error.h"
@@ -24,6 +25,18 @@ c10::Device resolve_device(std::string_view name) {
     return device;
   }
   ALPS_USAGE_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device.has_index() ? device.index() : 0);
+}
+
+bool is_device_out_of_memory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const std::string what = e.what();
+  return what.find("CUBLAS_STATUS_ALLOC_FAILED") != std::string::npos ||
+         what.find("CUSOLVER_STATUS_ALLOC_FAILED") != std::string::npos ||
+         what.find("CUDA error: out of memory") != std::string::npos;
 }
 
 c10::ScalarType parse_dtype(std::string_view name) {

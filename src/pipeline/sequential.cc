@@ -75,7 +75,14 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
   const auto& cfg = m.config();
   const int64_t act = element_bytes(dtype);
   // A block's outputs overwrite its inputs batch by batch: one set of activations.
-  const int64_t activations = r.nsamples * r.seqlen * cfg.hidden_size * act;
+  int64_t activations = r.nsamples * r.seqlen * cfg.hidden_size * act;
+  // For a GPU they are page-locked, and libtorch's pinned allocator hands out blocks rounded up to a power of two
+  // (5 GiB for a 5120-wide model at 128 x 2048 in fp32 takes 8).
+  if (resolve_device(r.device).is_cuda()) {
+    int64_t block = 1;
+    while (block < activations) block *= 2;
+    activations = block;
+  }
   int64_t block_weights = 0;
   int64_t stats = 0;
   int64_t max_in = 0;
@@ -101,7 +108,7 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
           {"device_solver_gib", gib(solver)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
-           "host: nsamples * seqlen * hidden * bytes(dtype); device: one block's weights + one [in,in] G per "
+           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); device: one block's weights + one [in,in] G per "
            "distinct linear input + solver workspace (~4 [in,in] fp64) + batch activations"}};
 }
 
@@ -340,6 +347,7 @@ class PruneRun {
       stats.end_forward();
     });
     release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
+    synchronize(device_);  // on a GPU the phase ends when its queued work does
     rep_.phase_seconds["statistics"] += seconds_since(t0);
 
     t0 = std::chrono::steady_clock::now();
@@ -353,6 +361,7 @@ class PruneRun {
     }
     stats.clear();
     checked_grams_.clear();
+    synchronize(device_);
     rep_.phase_seconds["solve"] += seconds_since(t0);
 
     // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
@@ -366,6 +375,7 @@ class PruneRun {
     });
     release_host_buffer_cache();
     m_.unload_block(b);
+    synchronize(device_);
     rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
     rep_.blocks_done = ++next_block_;
     return pruned;
@@ -506,7 +516,7 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
 
 // Running out of GPU memory is for the user to fix: say what did not fit, what to change, and that the blocks
 // finished so far are kept.
-[[noreturn]] void fail_out_of_memory(const c10::OutOfMemoryError& e, const PruneJob& job, const std::string& step,
+[[noreturn]] void fail_out_of_memory(const c10::Error& e, const PruneJob& job, const std::string& step,
                                      int64_t blocks_done) {
   std::string what = e.what();
   what = what.substr(0, what.find('\n'));
@@ -556,7 +566,8 @@ report::RunReport run_prune(const PruneJob& job) {
       return rep;
     }
     run.evaluate();
-  } catch (const c10::OutOfMemoryError& e) {
+  } catch (const c10::Error& e) {
+    if (!is_device_out_of_memory(e)) throw;
     fail_out_of_memory(e, job, run.step(), rep.blocks_done);
   }
   write_output(out, m, rep);

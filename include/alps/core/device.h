@@ -1,6 +1,7 @@
 #pragma once
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include <string>
 #include <string_view>
@@ -10,6 +11,14 @@ namespace alps {
 /// "auto" picks CUDA when libtorch sees a GPU, else CPU; "cpu" and "cuda[:i]" are taken as given
 /// (asking for CUDA without a GPU is an error, not a silent fallback).
 c10::Device resolve_device(std::string_view name);
+
+/// Waits until the work queued on `device` is done (nothing to wait for on the CPU): a wall-clock phase that ends
+/// without it on a GPU counts only the launches, and the next phase pays for the rest.
+void synchronize(const c10::Device& device);
+
+/// Whether a libtorch error means a device ran out of memory: the caching allocator's OutOfMemoryError, or cuBLAS /
+/// cuSOLVER failing to allocate a handle or a workspace, which they report with their own status codes.
+bool is_device_out_of_memory(const c10::Error& e);
 
 /// "fp32|float32", "fp16|float16|half", "bf16|bfloat16", "fp64|float64" -> ScalarType; anything else is an error.
 c10::ScalarType parse_dtype(std::string_view name);
