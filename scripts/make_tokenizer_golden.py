@@ -164,6 +164,31 @@ def ignore_merges(out_dir, provenance):
     write(out_dir, "ignore_merges_golden.json", doc)
 
 
+def added_token_flags(out_dir, provenance):
+    """Added tokens' lstrip, rstrip and single_word around Unicode white space and word characters (tokenizers judges
+    them with Rust regex's \\s and \\w), and a rejected single_word match, which consumes its span (the matcher does not
+    look for a shorter token inside it)."""
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_tokens([AddedToken("<l>", lstrip=True, normalized=False), AddedToken("<r>", rstrip=True, normalized=False),
+                    AddedToken("<lr>", lstrip=True, rstrip=True, normalized=False),
+                    AddedToken("<w>", single_word=True, normalized=False),
+                    AddedToken("ab", single_word=True, normalized=False), AddedToken("b", normalized=False)])
+    spaces = ["\u00a0", "\u3000", "\u2009", "\u0085", "\u1680", "\u202f", "\u200b", "\u180e", "\t\n", "\u2028"]
+    words = ["\u00e9", "\u65e5", "\u0663", "\u2162", "\u00bd", "\u0301", "_", "\u203f", "\u200d", "-", "\u00b7"]
+    texts = []
+    for sp in spaces:
+        texts += [f"x{sp}<l>y", f"x<r>{sp}y", f"x{sp}{sp}<lr>{sp}y", f"{sp}<l>", f"<r>{sp}"]
+    for w in words:
+        texts += [f"{w}<w>", f"<w>{w}", f" <w> {w}", f"{w}ab c", f"c ab{w}", f"{w} ab "]
+    texts += ["xab", "abx", "ab", "x ab", "ab b", "bab", "<w><w>", "a<w>", "<l><l>  <r>  <r>", "<lr><lr>"]
+    doc = {"provenance": provenance, "texts": texts, "tokenizer_json": json.loads(tok.to_str()),
+           "ids": [tok.encode(t).ids for t in texts]}
+    write(out_dir, "added_token_flags_golden.json", doc)
+
+
 def training_corpus(data_dir):
     corpus = read(os.path.join(data_dir, "text/tinystories/tinystories.valid.txt"))[:150000].splitlines()
     return corpus + read(os.path.join(data_dir, "text/ptb/ptb.valid.txt"))[:100000].splitlines()
@@ -414,6 +439,7 @@ def main():
     gpt2(args.data_dir, args.out, provenance)
     llama3_style(args.data_dir, args.out, provenance)
     ignore_merges(args.out, provenance)
+    added_token_flags(args.out, provenance)
     for family in (llama2_style, mistral_style, qwen2_style, smollm2_style, features_a, features_b):
         family(args.data_dir, args.out, provenance)
     unicode_golden(args.out, provenance)

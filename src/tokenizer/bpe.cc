@@ -8,6 +8,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <unicode/uchar.h>
+
 #include "alps/core/error.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/utf8.h"
@@ -15,9 +17,15 @@
 namespace alps::tokenizer {
 namespace {
 
-bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_ascii_word(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+// Rust regex's \s and \w, with which tokenizers judges the flags of added tokens: White_Space; Alphabetic, marks,
+// decimal digits, connector punctuation and Join_Control.
+bool is_white_space(uint32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE) != 0; }
+bool is_word_char(uint32_t cp) {
+  const auto c = static_cast<UChar32>(cp);
+  const int type = u_charType(c);
+  return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || type == U_NON_SPACING_MARK || type == U_ENCLOSING_MARK ||
+         type == U_COMBINING_SPACING_MARK || type == U_DECIMAL_DIGIT_NUMBER || type == U_CONNECTOR_PUNCTUATION ||
+         u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL);
 }
 
 uint64_t pair_key(int32_t left, int32_t right) {
@@ -130,7 +138,8 @@ Bpe::Bpe(BpeSpec spec)
   for (auto id : spec_.suffix_ids) ALPS_CHECK(id >= 0 && id <= max_id, src, ": special id ", id, " out of range");
 }
 
-// Added tokens are found before pre-tokenisation, leftmost-longest (tokenizers' AddedVocabulary).
+// Added tokens are found before pre-tokenisation, leftmost-longest (tokenizers' AddedVocabulary). A single_word
+// match that touches a word is dropped but still consumed: no shorter token is looked for inside it.
 std::vector<Bpe::Segment> Bpe::AddedMatcher::split(std::string_view text) const {
   std::vector<Segment> segments;
   if (tokens.empty()) {
@@ -143,14 +152,9 @@ std::vector<Bpe::Segment> Bpe::AddedMatcher::split(std::string_view text) const 
     const AddedToken* best = nullptr;
     size_t best_size = 0;
     for (size_t k : by_first_byte[static_cast<unsigned char>(text[i])]) {
-      const auto& a = *tokens[k];
       const std::string& pattern = patterns[k];
       if (pattern.size() > best_size && text.substr(i, pattern.size()) == pattern) {
-        if (a.single_word) {
-          const size_t after = i + pattern.size();
-          if ((i > 0 && is_ascii_word(text[i - 1])) || (after < n && is_ascii_word(text[after]))) continue;
-        }
-        best = &a;
+        best = tokens[k];
         best_size = pattern.size();
       }
     }
@@ -158,11 +162,22 @@ std::vector<Bpe::Segment> Bpe::AddedMatcher::split(std::string_view text) const 
       ++i;
       continue;
     }
+    if (best->single_word) {
+      size_t before = i, after = i + best_size;
+      const bool joins_left = before > 0 && is_word_char(previous_code_point(text, before));
+      const bool joins_right = after < n && is_word_char(next_code_point(text, after));
+      if (joins_left || joins_right) {
+        i += best_size;
+        continue;
+      }
+    }
     size_t begin = i, end = i + best_size;
-    if (best->lstrip)
-      while (begin > text_start && is_ascii_space(text[begin - 1])) --begin;
-    if (best->rstrip)
-      while (end < n && is_ascii_space(text[end])) ++end;
+    if (best->lstrip) {
+      for (size_t at = begin; at > text_start && is_white_space(previous_code_point(text, at));) begin = at;
+    }
+    if (best->rstrip) {
+      for (size_t at = end; at < n && is_white_space(next_code_point(text, at));) end = at;
+    }
     if (begin > text_start) segments.push_back({text_start, begin, -1});
     segments.push_back({begin, end, best->id});
     text_start = i = end;

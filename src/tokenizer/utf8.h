@@ -23,6 +23,16 @@ inline uint32_t next_code_point(std::string_view text, size_t& i) {
   return cp;
 }
 
+/// The code point that ends just before `text[i]` (i > 0); moves `i` back to its first byte.
+inline uint32_t previous_code_point(std::string_view text, size_t& i) {
+  size_t begin = i - 1;
+  while (begin > 0 && i - begin < 4 && (static_cast<unsigned char>(text[begin]) & 0xC0) == 0x80) --begin;
+  size_t at = begin;
+  const uint32_t cp = next_code_point(text, at);
+  i = begin;
+  return cp;
+}
+
 inline void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

@@ -144,6 +144,18 @@ TEST(ByteBpe, IgnoreMergesMatchesTokenizers) {
   }
 }
 
+// lstrip / rstrip / single_word around Unicode white space and word characters, and a rejected single_word match
+// (which hides the shorter token inside it), against tokenizers.
+TEST(ByteBpe, AddedTokenFlagsMatchTokenizers) {
+  const auto golden = read_golden("added_token_flags_golden.json");
+  alps::test::TempDir dir;
+  write_file(dir / "tokenizer.json", golden.at("tokenizer_json").dump());
+  const auto tok = load_tokenizer(dir.path());
+  const auto texts = golden.at("texts").get<std::vector<std::string>>();
+  const auto expected = golden.at("ids").get<std::vector<std::vector<int64_t>>>();
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tok->encode(texts[i], true), expected[i]) << "text '" << texts[i] << "'";
+}
+
 // OPT's rule (facebook/opt-125m tokenizer_config.json: bos "</s>", add_bos_token true) on a vocabulary laid out
 // like OPT's: <s>=0, <pad>=1, </s>=2, <unk>=3, then the 256 byte characters.
 TEST(ByteBpe, OptConfigPrependsEndOfSentenceId2) {
