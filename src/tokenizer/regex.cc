@@ -22,7 +22,7 @@ Regex::Regex(const std::string& pattern, const std::string& context) : pattern_(
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &error, &offset, nullptr);
   ALPS_CHECK(code != nullptr, context, context.empty() ? "" : ": ", "regex '", pattern, "' does not compile at offset ",
              offset, ": ", pcre2_message(error));
   // JIT is an optimisation only: when unavailable pcre2_match interprets the pattern.
@@ -37,22 +37,29 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject)
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
       pcre2_match_data_create_from_pattern(code, nullptr), &pcre2_match_data_free);
   std::vector<std::pair<size_t, size_t>> ranges;
+  // tokenizers finds nothing at all in an empty text.
+  if (subject.empty()) return ranges;
   const auto* data = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  // Oniguruma's iteration, which tokenizers uses: search from where the last match ended (the end of the text
+  // included), and refuse an empty match right there, stepping one character on instead.
   size_t start = 0;
-  while (start < subject.size()) {
+  bool matched_before = false;
+  size_t last_end = 0;
+  while (start <= subject.size()) {
     const int rc = pcre2_match(code, data, subject.size(), start, PCRE2_NO_UTF_CHECK, match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     ALPS_CHECK(rc >= 0, "tokenizer regex '", pattern_, "' failed at byte ", start, ": ", pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0], end = ovector[1];
-    if (end > begin) {
-      ranges.emplace_back(begin, end);
-      start = end;
-    } else {
-      // An empty match yields no piece; step over one whole UTF-8 character so the next search starts on a boundary.
-      start = begin + 1;
+    if (begin == end && matched_before && end == last_end) {
+      if (start == subject.size()) break;
+      ++start;
       while (start < subject.size() && (static_cast<unsigned char>(subject[start]) & 0xC0) == 0x80) ++start;
+      continue;
     }
+    ranges.emplace_back(begin, end);
+    start = last_end = end;
+    matched_before = true;
   }
   return ranges;
 }

@@ -18,8 +18,9 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  /// Byte ranges [begin, end) of the successive non-overlapping, non-empty matches in `subject`, which must be
-  /// valid UTF-8 (checked once by the caller, so PCRE2 does not re-check it at every start offset).
+  /// Byte ranges [begin, end) of the successive non-overlapping matches in `subject`, empty ones included, as
+  /// tokenizers iterates them (none in an empty subject). `subject` must be valid UTF-8 (checked once by the caller,
+  /// so PCRE2 does not re-check it at every start offset).
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view subject) const;
   const std::string& pattern() const { return pattern_; }
 

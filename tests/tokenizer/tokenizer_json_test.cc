@@ -221,6 +221,35 @@ std::string load_error(const std::string& tokenizer_json) {
 }
 
 // Every step alps cannot run exactly is refused, naming the file, the section and the type.
+// Regexes that match the empty string cut (Split, every behaviour) and replace (Replace normalizer and decoder) at
+// each empty match, as tokenizers does, with Oniguruma's rule that an empty match right where the previous match
+// ended does not count.
+TEST(TokenizerJson, EmptyRegexMatchesMatchTokenizers) {
+  const auto golden = read_golden("empty_matches_golden.json");
+  nlohmann::json base;
+  std::ifstream(family_dir(golden.at("base").get<std::string>())) >> base;
+  const auto texts = golden.at("texts").get<std::vector<std::string>>();
+  for (const auto& variant : golden.at("variants")) {
+    nlohmann::json doc = base;
+    std::string step;
+    for (const char* key : {"pre_tokenizer", "normalizer", "decoder"}) {
+      if (!variant.contains(key)) continue;
+      doc[key] = variant[key];
+      step = std::string(key) + " " + variant[key].dump();
+    }
+    alps::test::TempDir dir;
+    std::ofstream(dir / "tokenizer.json") << doc.dump();
+    const auto tok = load_tokenizer(dir.path());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto& ids = variant.at("ids").at(i);
+      if (ids.is_null()) continue;  // tokenizers' own quirks, not compared (the golden script says which)
+      EXPECT_EQ(tok->encode(texts[i], true), ids.get<std::vector<int64_t>>()) << step << ": text '" << texts[i] << "'";
+      EXPECT_EQ(tok->decode(ids.get<std::vector<int64_t>>()), variant.at("decoded").at(i).get<std::string>())
+          << step << ": decoding text '" << texts[i] << "'";
+    }
+  }
+}
+
 TEST(TokenizerJson, UnsupportedStepsAreErrorsNamingTheStep) {
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]})";
   const std::vector<std::pair<std::string, std::string>> cases = {
