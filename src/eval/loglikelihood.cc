@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "alps/core/error.h"
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 

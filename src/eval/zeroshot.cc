@@ -10,7 +10,7 @@
 
 #include "alps/core/error.h"
 #include "alps/core/log.h"
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 #include "alps/eval/task_metrics.h"
 #include "alps/io/staged_path.h"
 #include "alps/model/causal_lm.h"

@@ -1,36 +1,9 @@
 #include "tokenizer/slow_split.h"
 
-#include <algorithm>
-
-#include "tokenizer/utf8.h"
+#include "alps/core/py_text.h"
 
 namespace alps::tokenizer {
 namespace {
-
-// Python's str.isspace, which str.strip uses: Unicode categories Zs, Zl, Zp and the bidi classes B, S, WS.
-bool is_python_space(uint32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
-}
-
-std::string python_lstrip(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t next = i;
-    if (!is_python_space(next_code_point(s, next))) break;
-    i = next;
-  }
-  return s.substr(i);
-}
-
-std::string python_rstrip(const std::string& s) {
-  size_t end = 0;  // just past the last non-space code point
-  for (size_t i = 0; i < s.size();) {
-    if (!is_python_space(next_code_point(s, i))) end = i;
-  }
-  return s.substr(0, end);
-}
 
 const AddedToken* find(const std::vector<AddedToken>& tokens, const std::string& text) {
   for (const auto& token : tokens)
@@ -64,8 +37,8 @@ std::vector<SlowPiece> split_at_added_tokens(std::string_view text, const std::v
     if (token == nullptr) continue;
     // `left` and `right` are the neighbours as they were before this token's edits, as in transformers.
     const std::string left = i > 0 ? parts[i - 1] : std::string(), right = i + 1 < parts.size() ? parts[i + 1] : "";
-    if (token->rstrip && !right.empty()) parts[i + 1] = python_lstrip(right);
-    if (token->lstrip && !left.empty()) parts[i - 1] = python_rstrip(left);
+    if (token->rstrip && !right.empty()) parts[i + 1] = std::string(py_lstrip(right));
+    if (token->lstrip && !left.empty()) parts[i - 1] = std::string(py_rstrip(left));
     if (token->single_word && !left.empty() && left.back() != ' ') {
       parts[i - 1] += parts[i];
       parts[i].clear();

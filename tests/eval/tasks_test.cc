@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "alps/core/error.h"
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 #include "alps/eval/task.h"
 #include "alps/io/text_files.h"
 #include "support.h"

@@ -17,8 +17,8 @@
 #include <string>
 #include <tuple>
 
+#include "alps/core/py_text.h"
 #include "alps/eval/loglikelihood.h"
-#include "alps/eval/py_text.h"
 #include "alps/eval/task.h"
 #include "alps/eval/zeroshot.h"
 #include "alps/io/text_files.h"

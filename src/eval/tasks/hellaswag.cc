@@ -2,7 +2,7 @@
 // leading space after cleaning are scored with it (two spaces after the delimiter).
 #include <string>
 
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 #include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {

@@ -1,6 +1,6 @@
 // WinoGrande, scored by partial evaluation: each option fills the blank and becomes the end of the context; the
 // compared request is the rest of the sentence after the blank given each filled-in prefix.
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 #include "eval/tasks/builders.h"
 
 namespace alps::eval::tasks {

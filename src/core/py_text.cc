@@ -1,9 +1,9 @@
-#include "alps/eval/py_text.h"
+#include "alps/core/py_text.h"
 
 #include <locale.h>
 #include <wctype.h>
 
-namespace alps::eval {
+namespace alps {
 
 namespace {
 
@@ -85,17 +85,15 @@ std::string_view py_rstrip(std::string_view s) {
   return s.substr(0, end);
 }
 
-std::string_view py_strip(std::string_view s) {
-  size_t begin = s.size();
+std::string_view py_lstrip(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const size_t at = i;
-    if (!py_isspace(next_code_point(s, i))) {
-      begin = at;
-      break;
-    }
+    if (!py_isspace(next_code_point(s, i))) return s.substr(at);
   }
-  return py_rstrip(s.substr(begin));
+  return s.substr(s.size());
 }
+
+std::string_view py_strip(std::string_view s) { return py_rstrip(py_lstrip(s)); }
 
 std::string py_capitalize(std::string_view s) {
   std::string out;
@@ -108,4 +106,4 @@ std::string py_capitalize(std::string_view s) {
   return out;
 }
 
-}  // namespace alps::eval
+}  // namespace alps

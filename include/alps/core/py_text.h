@@ -1,22 +1,23 @@
 #pragma once
-// Python 3 str semantics on UTF-8 text, where lm-evaluation-harness's prompts depend on them: which characters
-// str.strip() removes, len() in code points (acc_norm divides by it), and str.capitalize(). Bytes that are not
-// valid UTF-8 count as one code point each.
+// Python 3 str semantics on UTF-8 text, where reference tools written in Python depend on them: which characters
+// str.strip() removes (lm-evaluation-harness's prompts, transformers' added-token flags), len() in code points
+// (acc_norm divides by it), and str.capitalize(). Bytes that are not valid UTF-8 count as one code point each.
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace alps::eval {
+namespace alps {
 
 /// str.isspace() for one code point (ASCII whitespace, \x1c-\x1f, NEL, NBSP and the Unicode space separators).
 bool py_isspace(char32_t c);
 /// len(s): code points.
 size_t py_len(std::string_view s);
-/// s.strip() / s.rstrip() with no argument.
+/// s.strip() / s.lstrip() / s.rstrip() with no argument.
 std::string_view py_strip(std::string_view s);
+std::string_view py_lstrip(std::string_view s);
 std::string_view py_rstrip(std::string_view s);
 /// s.capitalize(): the first code point upper-cased (title case), the rest lower-cased, by the simple Unicode case
 /// mappings (Python's full mappings differ only for a few characters such as U+00DF, which become two).
 std::string py_capitalize(std::string_view s);
 
-}  // namespace alps::eval
+}  // namespace alps
