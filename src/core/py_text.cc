@@ -3,12 +3,14 @@
 #include <locale.h>
 #include <wctype.h>
 
+#include "alps/core/utf8.h"
+
 namespace alps {
 
 namespace {
 
 // Decodes the code point at s[i] and advances i; a malformed sequence yields its first byte.
-char32_t next_code_point(std::string_view s, size_t& i) {
+char32_t code_point_or_byte(std::string_view s, size_t& i) {
   const auto b0 = static_cast<unsigned char>(s[i]);
   int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xe ? 3 : (b0 >> 3) == 0x1e ? 4 : 0;
   if (len == 0 || i + len > s.size()) {
@@ -26,24 +28,6 @@ char32_t next_code_point(std::string_view s, size_t& i) {
   }
   i += len;
   return c;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xc0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xe0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  }
 }
 
 // glibc's C.UTF-8 locale carries the Unicode simple case mappings; created once, never the global locale.
@@ -73,14 +57,14 @@ bool py_isspace(char32_t c) {
 
 size_t py_len(std::string_view s) {
   size_t n = 0;
-  for (size_t i = 0; i < s.size(); ++n) next_code_point(s, i);
+  for (size_t i = 0; i < s.size(); ++n) code_point_or_byte(s, i);
   return n;
 }
 
 std::string_view py_rstrip(std::string_view s) {
   size_t end = 0;  // byte offset just past the last non-space code point
   for (size_t i = 0; i < s.size();) {
-    if (!py_isspace(next_code_point(s, i))) end = i;
+    if (!py_isspace(code_point_or_byte(s, i))) end = i;
   }
   return s.substr(0, end);
 }
@@ -88,7 +72,7 @@ std::string_view py_rstrip(std::string_view s) {
 std::string_view py_lstrip(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const size_t at = i;
-    if (!py_isspace(next_code_point(s, i))) return s.substr(at);
+    if (!py_isspace(code_point_or_byte(s, i))) return s.substr(at);
   }
   return s.substr(s.size());
 }
@@ -100,7 +84,7 @@ std::string py_capitalize(std::string_view s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     const bool first = i == 0;
-    const char32_t c = next_code_point(s, i);
+    const char32_t c = code_point_or_byte(s, i);
     append_utf8(out, first ? to_upper(c) : to_lower(c));
   }
   return out;

@@ -11,8 +11,8 @@
 #include <unicode/uchar.h>
 
 #include "alps/core/error.h"
+#include "alps/core/utf8.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "alps/core/utf8.h"
 
 namespace alps::tokenizer {
 namespace {

@@ -1,9 +1,9 @@
 #include "alps/tokenizer/decoder.h"
 
 #include "alps/core/error.h"
+#include "alps/core/utf8.h"
 #include "tokenizer/byte_map.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
 namespace {

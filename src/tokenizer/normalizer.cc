@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "alps/core/error.h"
+#include "alps/core/utf8.h"
 #include "tokenizer/regex.h"
-#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
+#include "alps/core/utf8.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/sentencepiece_shim.h"
 #include "tokenizer/slow_split.h"
-#include "tokenizer/utf8.h"
 
 namespace alps::tokenizer {
 namespace {

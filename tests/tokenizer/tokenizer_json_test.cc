@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "alps/core/error.h"
+#include "alps/core/utf8.h"
 #include "alps/tokenizer/bpe.h"
 #include "golden.h"
 
@@ -114,22 +115,7 @@ std::vector<std::string> lcg_sequences(const nlohmann::json& spec) {
     std::string s;
     for (uint64_t k = 0; k < length; ++k) {
       const uint32_t cp = pool[step() % pool.size()];
-      // UTF-8 of cp (the pool has no surrogates).
-      if (cp < 0x80) {
-        s += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        s += static_cast<char>(0xC0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        s += static_cast<char>(0xE0 | (cp >> 12));
-        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        s += static_cast<char>(0xF0 | (cp >> 18));
-        s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        s += static_cast<char>(0x80 | (cp & 0x3F));
-      }
+      append_utf8(s, cp);  // the pool has no surrogates
     }
     out.push_back(std::move(s));
   }

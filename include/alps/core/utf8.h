@@ -1,11 +1,11 @@
 #pragma once
-// UTF-8 helpers for the tokenizer steps (private to the tokenizer component). Inputs are valid UTF-8.
+// UTF-8 helpers for code that walks text by code points (tokenizer steps, Python string semantics).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace alps::tokenizer {
+namespace alps {
 
 /// Length in bytes of the UTF-8 sequence that starts with `lead` (1 for a stray continuation byte).
 inline size_t utf8_length(unsigned char lead) {
@@ -63,4 +63,4 @@ inline std::string replace_all(std::string_view text, std::string_view from, std
   return out;
 }
 
-}  // namespace alps::tokenizer
+}  // namespace alps
