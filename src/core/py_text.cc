@@ -1,9 +1,11 @@
 #include "alps/core/py_text.h"
 
-#include <locale.h>
-#include <wctype.h>
+#include <unicode/ucasemap.h>
+#include <unicode/utypes.h>
 
-#include "alps/core/utf8.h"
+#include <memory>
+
+#include "alps/core/error.h"
 
 namespace alps {
 
@@ -28,24 +30,6 @@ char32_t code_point_or_byte(std::string_view s, size_t& i) {
   }
   i += len;
   return c;
-}
-
-// glibc's C.UTF-8 locale carries the Unicode simple case mappings; created once, never the global locale.
-locale_t utf8_locale() {
-  static const locale_t loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-  return loc;
-}
-
-char32_t to_upper(char32_t c) {
-  if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
-  const locale_t loc = utf8_locale();
-  return loc ? static_cast<char32_t>(towupper_l(static_cast<wint_t>(c), loc)) : c;
-}
-
-char32_t to_lower(char32_t c) {
-  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-  const locale_t loc = utf8_locale();
-  return loc ? static_cast<char32_t>(towlower_l(static_cast<wint_t>(c), loc)) : c;
 }
 
 }  // namespace
@@ -80,13 +64,18 @@ std::string_view py_lstrip(std::string_view s) {
 std::string_view py_strip(std::string_view s) { return py_rstrip(py_lstrip(s)); }
 
 std::string py_capitalize(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const bool first = i == 0;
-    const char32_t c = code_point_or_byte(s, i);
-    append_utf8(out, first ? to_upper(c) : to_lower(c));
-  }
+  if (s.empty()) return {};
+  // Python titles the first character, whatever it is, and lowers the rest, with the full case mappings and the
+  // final-sigma rule: ICU's title casing of the whole string as one word, without moving to the first letter.
+  UErrorCode status = U_ZERO_ERROR;
+  std::unique_ptr<UCaseMap, decltype(&ucasemap_close)> map(
+      ucasemap_open("", U_TITLECASE_WHOLE_STRING | U_TITLECASE_NO_BREAK_ADJUSTMENT, &status), &ucasemap_close);
+  ALPS_CHECK(U_SUCCESS(status), "ICU case mapping: ", u_errorName(status));
+  std::string out(s.size() * 3 + 16, '\0');  // a character's full mapping is at most 3 characters
+  const int32_t n = ucasemap_utf8ToTitle(map.get(), out.data(), static_cast<int32_t>(out.size()), s.data(),
+                                         static_cast<int32_t>(s.size()), &status);
+  ALPS_CHECK(U_SUCCESS(status), "ICU title casing: ", u_errorName(status));
+  out.resize(static_cast<size_t>(n));
   return out;
 }
 

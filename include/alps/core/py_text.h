@@ -16,8 +16,8 @@ size_t py_len(std::string_view s);
 std::string_view py_strip(std::string_view s);
 std::string_view py_lstrip(std::string_view s);
 std::string_view py_rstrip(std::string_view s);
-/// s.capitalize(): the first code point upper-cased (title case), the rest lower-cased, by the simple Unicode case
-/// mappings (Python's full mappings differ only for a few characters such as U+00DF, which become two).
+/// s.capitalize(): the first code point title-cased, the rest lower-cased, with Unicode's full case mappings (U+00DF
+/// becomes "Ss") and the final-sigma rule. `s` must be valid UTF-8.
 std::string py_capitalize(std::string_view s);
 
 }  // namespace alps
