@@ -10,8 +10,9 @@ scripts/make_zeroshot_golden.py describes will do):
 Each variant is a tokenizer.model plus the tokenizer_config.json the test writes beside it (null: none, LlamaTokenizer's
 defaults). Texts: WikiText-2 test, PTB test as the evaluation builds it (lines stripped, joined by one space; it holds
 literal "<unk>"), TinyStories valid (count, FNV-1a-64 and first ids, and the hash of the decoded text), the
-TinyStories sample and 40 WikiText-2 rows in full, and edge cases in full with their decoded text. Ids are without
-BOS/EOS; decoding skips special tokens.
+TinyStories sample and 40 WikiText-2 rows in full, edge cases in full with their decoded text, and 1000 random texts
+(sp_random_texts.json) hashed per 100 (ids and decoded text). Ids are without BOS/EOS; decoding skips special
+tokens.
 """
 import argparse
 import json
@@ -24,7 +25,7 @@ import sentencepiece
 import transformers
 from transformers import LlamaTokenizer
 
-from make_tokenizer_golden import CASES, fnv1a64_text, pick_rows, read, summary, wikitext_rows, write
+from make_tokenizer_golden import CASES, fnv1a64, fnv1a64_text, pick_rows, read, summary, wikitext_rows, write
 
 # Where transformers' rules differ from plain SentencePiece: special-token text, spaces around it, the meta space,
 # leading spaces (which legacy: false treats differently), added tokens' flags.
@@ -59,6 +60,32 @@ VARIANTS = [
     ("sp_llama2", LLAMA2, None),
     ("sp_llama2_nonlegacy", LLAMA2, {"legacy": False}),
 ]
+
+
+# Random texts built from pieces that meet at every kind of boundary: special and added tokens (whole and broken),
+# spaces of several kinds, the meta space, letters, digits, punctuation. A 64-bit LCG makes them reproducible.
+RANDOM_POOL = ["<unk>", "<s>", "</s>", "<pad>", "[SEP]", "<mask>", " ", "  ", "\u2581", "\n", "\t", "\u3000",
+               "\u00a0", "a", "b", "the", "\u00e9", "\u65e5", "1", ".", "<", ">", "unk", "s", "x", "_"]
+
+
+def random_texts(count=1000, max_pieces=16):
+    state = 0x2545F4914F6CDD1D
+
+    def step():
+        nonlocal state
+        state = (state * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+        return state >> 33
+
+    texts = []
+    for _ in range(count):
+        texts.append("".join(RANDOM_POOL[step() % len(RANDOM_POOL)] for _ in range(1 + step() % max_pieces)))
+    return texts
+
+
+def chunk_hashes(id_lists, chunk=100):
+    """FNV-1a 64 of each chunk's ids, every list followed by -1."""
+    return [fnv1a64([i for ids in id_lists[first:first + chunk] for i in ids + [-1]])
+            for first in range(0, len(id_lists), chunk)]
 
 
 def ptb_test(data_dir):
@@ -103,6 +130,10 @@ def variant(data_dir, out_dir, name, model, config, provenance):
         "tinystories_sample": {"ids": ids(sample)},
         "rows": [{"row": i, "ids": ids(rows[i])} for i in pick_rows(rows, 20, 20)],
         "cases": [{"text": t, "ids": ids(t), "decoded": decode(ids(t))} for t in CASES + SPECIAL_CASES],
+        "random": {"texts": "sp_random_texts.json", "chunk": 100,
+                   "ids_fnv1a64": chunk_hashes([ids(t) for t in random_texts()]),
+                   "decoded_fnv1a64": [fnv1a64_text([decode(ids(t)) for t in random_texts()[first:first + 100]])
+                                       for first in range(0, len(random_texts()), 100)]},
     }
     write(out_dir, f"{name}_golden.json", doc)
 
@@ -114,6 +145,7 @@ def main():
     args = parser.parse_args()
     provenance = (f"scripts/make_sentencepiece_golden.py (transformers {transformers.__version__} LlamaTokenizer, "
                   f"sentencepiece {sentencepiece.__version__})")
+    write(args.out, "sp_random_texts.json", {"provenance": provenance, "pool": RANDOM_POOL, "texts": random_texts()})
     for name, model, config in VARIANTS:
         variant(args.data_dir, args.out, name, model, config, provenance)
 

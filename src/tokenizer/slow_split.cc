@@ -43,8 +43,8 @@ std::vector<SlowPiece> split_at_added_tokens(std::string_view text, const std::v
       parts[i - 1] += parts[i];
       parts[i].clear();
     } else if (token->single_word && !right.empty() && right.front() != ' ') {
-      parts[i] += right;
-      parts[i + 1].clear();
+      parts[i + 1] = parts[i] + parts[i + 1];  // the neighbour as the strips left it, now plain text
+      parts[i].clear();
     }
   }
 
