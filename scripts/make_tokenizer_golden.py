@@ -184,8 +184,22 @@ def added_token_flags(out_dir, provenance):
     for w in words:
         texts += [f"{w}<w>", f"<w>{w}", f" <w> {w}", f"{w}ab c", f"c ab{w}", f"{w} ab "]
     texts += ["xab", "abx", "ab", "x ab", "ab b", "bab", "<w><w>", "a<w>", "<l><l>  <r>  <r>", "<lr><lr>"]
+    # 1000 random texts of the same pieces meeting at every kind of boundary (a 64-bit LCG), hashed per 100.
+    pool = ["<l>", "<r>", "<lr>", "<w>", "ab", "b", "a", " ", "  ", "x", "_", "1"] + spaces + words
+    state = 0x9E3779B97F4A7C15
+
+    def step():
+        nonlocal state
+        state = (state * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+        return state >> 33
+
+    random_texts = ["".join(pool[step() % len(pool)] for _ in range(1 + step() % 12)) for _ in range(1000)]
+    random_ids = [tok.encode(t).ids for t in random_texts]
     doc = {"provenance": provenance, "texts": texts, "tokenizer_json": json.loads(tok.to_str()),
-           "ids": [tok.encode(t).ids for t in texts]}
+           "ids": [tok.encode(t).ids for t in texts],
+           "random": {"texts": random_texts, "chunk": 100,
+                      "ids_fnv1a64": [fnv1a64([i for ids in random_ids[first:first + 100] for i in ids + [-1]])
+                                      for first in range(0, len(random_ids), 100)]}}
     write(out_dir, "added_token_flags_golden.json", doc)
 
 

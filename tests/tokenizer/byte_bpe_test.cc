@@ -154,6 +154,18 @@ TEST(ByteBpe, AddedTokenFlagsMatchTokenizers) {
   const auto texts = golden.at("texts").get<std::vector<std::string>>();
   const auto expected = golden.at("ids").get<std::vector<std::vector<int64_t>>>();
   for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tok->encode(texts[i], true), expected[i]) << "text '" << texts[i] << "'";
+  const auto& random = golden.at("random");
+  const auto random_texts = random.at("texts").get<std::vector<std::string>>();
+  const size_t chunk = random.at("chunk").get<size_t>();
+  for (size_t first = 0, c = 0; first < random_texts.size(); first += chunk, ++c) {
+    std::vector<int64_t> flat;
+    for (size_t i = first; i < std::min(random_texts.size(), first + chunk); ++i) {
+      const auto ids = tok->encode(random_texts[i], true);
+      flat.insert(flat.end(), ids.begin(), ids.end());
+      flat.push_back(-1);
+    }
+    EXPECT_EQ(test::fnv1a64(flat), random.at("ids_fnv1a64").at(c)) << "random texts " << first << "..";
+  }
 }
 
 // OPT's rule (facebook/opt-125m tokenizer_config.json: bos "</s>", add_bos_token true) on a vocabulary laid out
