@@ -1,7 +1,11 @@
 #include "alps/core/device.h"
 
+#include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
+
+#include <mutex>
+#include <set>
 
 #include "alps/core/error.h"
 
@@ -29,6 +33,19 @@ c10::Device resolve_device(std::string_view name) {
 
 void synchronize(const c10::Device& device) {
   if (device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device.has_index() ? device.index() : 0);
+}
+
+void warm_up(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  static std::mutex mutex;
+  static std::set<int> done;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert(device.has_index() ? device.index() : 0).second) return;
+  const at::Tensor a = at::eye(8, at::TensorOptions().device(device).dtype(at::kFloat));
+  (void)at::mm(a, a);
+  (void)at::linalg_eigh(a);
+  (void)at::linalg_cholesky(a.to(at::kDouble));
+  synchronize(device);
 }
 
 bool is_device_out_of_memory(const c10::Error& e) {

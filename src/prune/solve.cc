@@ -38,6 +38,7 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   // meaningless (ALPS's inverses blow up to huge weights and negative errors).
   check_problem(problem, source.empty() ? std::string(method.name()) : source);
   if (!problem.gram_checked) check_gram(problem, source);
+  warm_up(problem.W0.device());
   LayerResult r;
   auto start = std::chrono::steady_clock::now();
   r.solution = method.solve(problem, pattern);

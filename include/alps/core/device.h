@@ -16,6 +16,11 @@ c10::Device resolve_device(std::string_view name);
 /// without it on a GPU counts only the launches, and the next phase pays for the rest.
 void synchronize(const c10::Device& device);
 
+/// Runs one small matrix product and eigendecomposition on `device` the first time it is asked for it, so that the
+/// one-time creation of cuBLAS / cuSOLVER handles and workspaces is not counted in the timing of the first solve.
+/// Nothing on the CPU.
+void warm_up(const c10::Device& device);
+
 /// Whether a libtorch error means a device ran out of memory: the caching allocator's OutOfMemoryError, or cuBLAS /
 /// cuSOLVER failing to allocate a handle or a workspace, which they report with their own status codes.
 bool is_device_out_of_memory(const c10::Error& e);
