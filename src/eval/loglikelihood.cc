@@ -155,6 +155,9 @@ void run_continuations(const model::CausalLM& model, const std::vector<EncodedRe
   const c10::Device device = model.compute_device();
   // Grouped by context batch: the order in which the caches are concatenated.
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
+  const auto length = [&](const Row& row) { return requests[static_cast<size_t>(row.request)].continuation.size(); };
+  // Continuations of one token (BoolQ's " yes" / " no") are predicted by their context's last position alone.
+  const bool tails_run = std::any_of(rows.begin(), rows.end(), [&](const Row& row) { return length(row) > 1; });
   std::vector<model::KVCache> parts;
   std::vector<at::Tensor> firsts;
   for (size_t k0 = 0; k0 < rows.size();) {
@@ -164,7 +167,7 @@ void run_continuations(const model::CausalLM& model, const std::vector<EncodedRe
     const ContextBatch& b = batches[static_cast<size_t>(rows[k0].batch)];
     const at::Tensor index = at::tensor(contexts, at::kLong).to(device);
     firsts.push_back(b.last.index_select(0, index));
-    parts.push_back(b.cache.select_rows(index));
+    if (tails_run) parts.push_back(b.cache.select_rows(index));
     k0 = k1;
   }
   std::vector<std::vector<int64_t>> tails;
@@ -179,7 +182,7 @@ void run_continuations(const model::CausalLM& model, const std::vector<EncodedRe
   // A context's last position predicts its continuations' first tokens; the rest come from the tails' forward.
   const at::Tensor first = at::cat(firsts);  // [rows, hidden]
   at::Tensor rest;
-  if (*std::max_element(counts.begin(), counts.end()) > 1) {
+  if (tails_run) {
     model::KVCache cache = model::KVCache::concat(parts);
     parts.clear();
     rest = model.hidden_states(padded_ids(tails).to(device), &cache);
