@@ -8,10 +8,10 @@
 #include "alps/core/error.h"
 #include "alps/core/fault.h"
 #include "alps/io/fingerprint.h"
-#include "alps/prune/method.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
 #include "alps/io/text_files.h"
+#include "alps/prune/method.h"
 
 namespace alps::pipeline {
 

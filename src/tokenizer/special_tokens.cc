@@ -10,24 +10,25 @@
 namespace alps::tokenizer {
 namespace {
 
-// Token fields are either a string or an AddedToken object {"content": ..., "__type": "AddedToken"}.
+// A token is either a string or an AddedToken object {"content": ..., "__type": "AddedToken"}.
+std::optional<std::string> token_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string())
+    return value["content"].get<std::string>();
+  return std::nullopt;
+}
+
 std::optional<std::string> token_string(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
-    return (*it)["content"].get<std::string>();
-  return std::nullopt;
+  return it == j.end() ? std::nullopt : token_text(*it);
 }
 
 std::vector<std::string> token_strings(const nlohmann::json& j, const char* key) {
   std::vector<std::string> tokens;
   auto it = j.find(key);
   if (it == j.end() || !it->is_array()) return tokens;
-  for (const auto& entry : *it) {
-    const nlohmann::json wrapped = {{"token", entry}};
-    if (auto token = token_string(wrapped, "token")) tokens.push_back(*token);
-  }
+  for (const auto& entry : *it)
+    if (auto token = token_text(entry)) tokens.push_back(*token);
   return tokens;
 }
 
