@@ -108,8 +108,9 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
           {"device_solver_gib", gib(solver)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
-           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); device: one block's weights + one [in,in] G per "
-           "distinct linear input + solver workspace (~4 [in,in] fp64) + batch activations"}};
+           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
+           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
+           "fp64) + batch activations"}};
 }
 
 // What happens to one linear, typed: the recipe's strings parsed and its method built once for the whole run.
