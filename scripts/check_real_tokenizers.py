@@ -12,8 +12,10 @@ the data directory has Llama-2's tokenizer.model. transformers' converters turn 
 the Hugging Face hub publishes for these models (LLaMA-3: Split + ByteLevel, ignore_merges, 256 special tokens;
 LLaMA-2 and Mistral: the legacy Prepend/Replace normalizer and the newer Metaspace pre-tokenizer). Each goes into a
 temporary model directory with a tiny random LLaMA checkpoint of its vocabulary size and a context of 8 positions,
-so that `alps generate --json --prompt TEXT` only tokenizes; WikiText-2 test is fed in chunks of whole rows under
-100 kB (a command-line argument's limit) and alps's ids are compared with `tokenizers`' for every chunk.
+so that `alps generate --max-tokens 0 --json --prompt TEXT` only tokenizes; WikiText-2 test is fed in chunks of whole
+rows under 100 kB (a command-line argument's limit) and alps's ids are compared with `tokenizers`' for every chunk. The two
+SentencePiece files also go through alps's tokenizer.model path, legacy and not, against transformers' slow
+LlamaTokenizer on WikiText-2 and on PTB (whose literal <unk> must become the unknown token's id).
 """
 import argparse
 import json
@@ -106,13 +108,45 @@ def wikitext_chunks(data_dir, limit=90000):
     return chunks
 
 
+def ptb_chunks(data_dir, limit=90000):
+    """PTB test as the evaluation builds it (lines stripped, joined by one space), cut at line ends under `limit`."""
+    with open(os.path.join(data_dir, "text/ptb/ptb.test.txt"), encoding="utf-8") as f:
+        lines = [line.strip() for line in f.read().splitlines()]
+    chunks, current = [], []
+    for line in lines:
+        current.append(line)
+        if sum(len(x.encode()) + 1 for x in current) > limit:
+            chunks.append(" ".join(current))
+            current = []
+    if current:
+        chunks.append(" ".join(current))
+    return chunks
+
+
+def sentencepiece_model(vocab_file, out, legacy):
+    """tokenizer.model read by transformers' slow LlamaTokenizer, which the perplexity protocol's scripts load."""
+    import shutil
+    shutil.copy(vocab_file, os.path.join(out, "tokenizer.model"))
+    return {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "tokenizer_class": "LlamaTokenizer",
+            "add_bos_token": True, "legacy": legacy}
+
+
 def check(alps, model_dir, chunks):
-    tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
-    tiny_checkpoint(model_dir, tok.get_vocab_size())
+    if os.path.exists(os.path.join(model_dir, "tokenizer.json")):
+        tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+        vocab, encode = tok.get_vocab_size(), lambda text: tok.encode(text).ids
+    else:
+        import warnings
+        from transformers import LlamaTokenizer
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            slow = LlamaTokenizer.from_pretrained(model_dir, model_max_length=10**9)
+        vocab, encode = len(slow), lambda text: slow(text).input_ids
+    tiny_checkpoint(model_dir, vocab)
     total, failed = 0, 0
     for i, chunk in enumerate(chunks):
-        expected = tok.encode(chunk).ids
-        run = subprocess.run([alps, "generate", "--model", model_dir, "--prompt", chunk, "--max-tokens", "1", "--json",
+        expected = encode(chunk)
+        run = subprocess.run([alps, "generate", "--model", model_dir, "--prompt", chunk, "--max-tokens", "0", "--json",
                               "--quiet"], capture_output=True, text=True)
         if run.returncode != 0:
             print(f"  alps failed: {run.stderr.strip()}")
@@ -155,6 +189,16 @@ def main():
                 json.dump(make(model_dir), f)
             print(label)
             ok &= check(alps, model_dir, chunks)
+        # The same SentencePiece files through alps's tokenizer.model path, against transformers' LlamaTokenizer, on
+        # WikiText-2 and on PTB with its literal <unk>.
+        both = chunks + ptb_chunks(args.data_dir)
+        for name, vocab_file in [("Llama-2", llama2_model), ("Mistral-7B v1", files["mistral-common==1.13.1"])]:
+            for legacy in (True, False):
+                model_dir = tempfile.mkdtemp(dir=tmp)
+                with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+                    json.dump(sentencepiece_model(vocab_file, model_dir, legacy), f)
+                print(f"{name} tokenizer.model (LlamaTokenizer, legacy {legacy}), WikiText-2 and PTB")
+                ok &= check(alps, model_dir, both)
     print("all id-exact" if ok else "DIFFERENCES FOUND")
     sys.exit(0 if ok else 1)
 

@@ -42,10 +42,10 @@ int run_generate(const GenerateArgs& a) {
   const size_t prompt_len = ids.size();
   const int64_t max_length = m.config().max_sequence_length();
   const int64_t room = max_length - static_cast<int64_t>(prompt_len);
-  ALPS_CHECK(room >= (a.max_tokens > 0 ? 1 : 0), "the prompt is ", prompt_len, " tokens and the model has ", max_length,
+  ALPS_CHECK(a.max_tokens == 0 || room >= 1, "the prompt is ", prompt_len, " tokens and the model has ", max_length,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(),
              "): no room for a new token; shorten the prompt");
-  if (room < a.max_tokens)
+  if (a.max_tokens > 0 && room < a.max_tokens)
     spdlog::warn("the prompt is {} tokens of the model's {} positions: at most {} new tokens, not {}", prompt_len,
                  max_length, room, a.max_tokens);
   const auto eos = tok->eos_id() ? tok->eos_id() : m.config().eos_token_id;

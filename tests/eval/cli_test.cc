@@ -187,6 +187,17 @@ TEST(EvalCli, GenerateKeepsTheSpaceBetweenPromptAndContinuation) {
   EXPECT_EQ(plain.out, expected + "\n");
 }
 
+// --max-tokens 0 only tokenizes: a prompt longer than the model's positions is fine then, and nothing runs.
+TEST(EvalCli, GenerateWithNoNewTokensOnlyTokenizes) {
+  std::string prompt;
+  for (int i = 0; i < 300; ++i) prompt += "Once upon a time ";
+  const auto doc =
+      json_of(test::run_cli({"generate", "--model", stories().string(), "--prompt", prompt, "--max-tokens", "0", "--json"}));
+  EXPECT_EQ(doc["prompt_ids"].get<std::vector<int64_t>>(), tokenizer::load_tokenizer(stories())->encode(prompt, true));
+  EXPECT_GT(doc["prompt_ids"].size(), 512u);
+  EXPECT_TRUE(doc["ids"].empty());
+}
+
 // An embedding padded past the tokenizer's vocabulary (as OPT's and Qwen2's are) whose padding wins the argmax: the
 // ids without text are reported and left out of the text, and the rest of the output survives.
 TEST(EvalCli, GenerateLeavesIdsBeyondTheTokenizerOutOfTheText) {
