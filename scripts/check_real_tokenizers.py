@@ -93,34 +93,29 @@ def tiny_checkpoint(out, vocab):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def wikitext_chunks(data_dir, limit=90000):
+def chunks_of(pieces, separator, limit=90000):
+    """`pieces` joined by `separator`, cut between pieces into chunks of at most about `limit` bytes."""
+    chunks, current = [], []
+    for piece in pieces:
+        current.append(piece)
+        if sum(len(p.encode()) + len(separator) for p in current) > limit:
+            chunks.append(separator.join(current))
+            current = []
+    if current:
+        chunks.append(separator.join(current))
+    assert separator.join(chunks) == separator.join(pieces)
+    return chunks
+
+
+def wikitext_chunks(data_dir):
     with open(os.path.join(data_dir, "text/wikitext2/wikitext-2-raw-v1.test.rows.jsonl"), encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    chunks, current = [], []
-    for row in rows:
-        current.append(row)
-        if sum(len(r.encode()) + 2 for r in current) > limit:
-            chunks.append("\n\n".join(current))
-            current = []
-    if current:
-        chunks.append("\n\n".join(current))
-    assert "\n\n".join(chunks) == "\n\n".join(rows)
-    return chunks
+        return chunks_of([json.loads(line) for line in f], "\n\n")
 
 
-def ptb_chunks(data_dir, limit=90000):
-    """PTB test as the evaluation builds it (lines stripped, joined by one space), cut at line ends under `limit`."""
+def ptb_chunks(data_dir):
+    """PTB test as the evaluation builds it: lines stripped, joined by one space."""
     with open(os.path.join(data_dir, "text/ptb/ptb.test.txt"), encoding="utf-8") as f:
-        lines = [line.strip() for line in f.read().splitlines()]
-    chunks, current = [], []
-    for line in lines:
-        current.append(line)
-        if sum(len(x.encode()) + 1 for x in current) > limit:
-            chunks.append(" ".join(current))
-            current = []
-    if current:
-        chunks.append(" ".join(current))
-    return chunks
+        return chunks_of([line.strip() for line in f.read().splitlines()], " ")
 
 
 def sentencepiece_model(vocab_file, out, legacy):
