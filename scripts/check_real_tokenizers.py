@@ -20,15 +20,17 @@ LlamaTokenizer on WikiText-2 and on PTB (whose literal <unk> must become the unk
 import argparse
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, processors
-from transformers import LlamaTokenizerFast
+from transformers import LlamaTokenizer, LlamaTokenizerFast
 from transformers.convert_slow_tokenizer import TikTokenConverter
 
 WHEELS = {"llama-models==0.3.0": ("llama_models-0.3.0-py3-none-any.whl", "llama_models/llama3/tokenizer.model"),
@@ -120,7 +122,6 @@ def ptb_chunks(data_dir):
 
 def sentencepiece_model(vocab_file, out, legacy):
     """tokenizer.model read by transformers' slow LlamaTokenizer, which the perplexity protocol's scripts load."""
-    import shutil
     shutil.copy(vocab_file, os.path.join(out, "tokenizer.model"))
     return {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "tokenizer_class": "LlamaTokenizer",
             "add_bos_token": True, "legacy": legacy}
@@ -131,8 +132,6 @@ def check(alps, model_dir, chunks):
         tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         vocab, encode = tok.get_vocab_size(), lambda text: tok.encode(text).ids
     else:
-        import warnings
-        from transformers import LlamaTokenizer
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             slow = LlamaTokenizer.from_pretrained(model_dir, model_max_length=10**9)

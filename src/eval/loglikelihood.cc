@@ -148,6 +148,10 @@ struct Row {
   int64_t request, batch, context;
 };
 
+size_t continuation_length(const std::vector<EncodedRequest>& requests, const Row& row) {
+  return requests[static_cast<size_t>(row.request)].continuation.size();
+}
+
 // Rows [r0, r1) (at most one batch) continue from copies of their contexts' caches.
 void run_continuations(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
                        const std::vector<ContextBatch>& batches, std::vector<Row> rows,
@@ -155,9 +159,9 @@ void run_continuations(const model::CausalLM& model, const std::vector<EncodedRe
   const c10::Device device = model.compute_device();
   // Grouped by context batch: the order in which the caches are concatenated.
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
-  const auto length = [&](const Row& row) { return requests[static_cast<size_t>(row.request)].continuation.size(); };
   // Continuations of one token (BoolQ's " yes" / " no") are predicted by their context's last position alone.
-  const bool tails_run = std::any_of(rows.begin(), rows.end(), [&](const Row& row) { return length(row) > 1; });
+  const bool tails_run =
+      std::any_of(rows.begin(), rows.end(), [&](const Row& row) { return continuation_length(requests, row) > 1; });
   std::vector<model::KVCache> parts;
   std::vector<at::Tensor> firsts;
   for (size_t k0 = 0; k0 < rows.size();) {
@@ -234,8 +238,9 @@ void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest
       slots += static_cast<int64_t>((g1 - g0) * L);
       g0 = g1;
     }
-    auto length = [&](const Row& row) { return requests[static_cast<size_t>(row.request)].continuation.size(); };
-    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) { return length(a) > length(b); });
+    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+      return continuation_length(requests, a) > continuation_length(requests, b);
+    });
     for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(batch_size)) {
       const size_t r1 = std::min(rows.size(), r0 + static_cast<size_t>(batch_size));
       const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r0);

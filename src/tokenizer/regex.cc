@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <memory>
+#include <optional>
 
 #include "alps/core/error.h"
 
@@ -43,23 +44,22 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject)
   // Oniguruma's iteration, which tokenizers uses: search from where the last match ended (the end of the text
   // included), and refuse an empty match right there, stepping one character on instead.
   size_t start = 0;
-  bool matched_before = false;
-  size_t last_end = 0;
+  std::optional<size_t> last_end;  // where the previous match ended
   while (start <= subject.size()) {
     const int rc = pcre2_match(code, data, subject.size(), start, PCRE2_NO_UTF_CHECK, match.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     ALPS_CHECK(rc >= 0, "tokenizer regex '", pattern_, "' failed at byte ", start, ": ", pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
     const size_t begin = ovector[0], end = ovector[1];
-    if (begin == end && matched_before && end == last_end) {
+    if (begin == end && last_end == end) {
       if (start == subject.size()) break;
       ++start;
       while (start < subject.size() && (static_cast<unsigned char>(subject[start]) & 0xC0) == 0x80) ++start;
       continue;
     }
     ranges.emplace_back(begin, end);
-    start = last_end = end;
-    matched_before = true;
+    start = end;
+    last_end = end;
   }
   return ranges;
 }
