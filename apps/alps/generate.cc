@@ -119,7 +119,8 @@ void add_generate_command(CLI::App& app, Runner& runner) {
   CLI::App* cmd = app.add_subcommand("generate", "Greedy continuation of a prompt (empty prompt: from BOS)");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--prompt", a->prompt, "Text to continue (default empty: start from BOS)");
-  cmd->add_option("--max-tokens", a->max_tokens, "Tokens to generate (stops early at EOS or the model's positions)")
+  cmd->add_option("--max-tokens", a->max_tokens,
+                  "Tokens to generate (stops early at EOS or the model's positions; 0 only tokenizes the prompt)")
       ->capture_default_str()
       ->check(int_at_least(0));
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
