@@ -45,8 +45,9 @@ CLI::Validator int_at_least(int64_t lo);
 CLI::Validator real_range(double lo, double hi, bool hi_open = false);
 /// A finite number > 0.
 CLI::Validator positive_real();
-/// 0 (the command's default) or an integer >= lo (a window of one token predicts nothing: lo = 2 for windows).
-CLI::Validator zero_or_at_least(int64_t lo);
+/// 0 (meaning `zero_means`: the command's default unless said otherwise) or an integer >= lo (a window of one token
+/// predicts nothing: lo = 2 for windows; one bootstrap resample has no spread).
+CLI::Validator zero_or_at_least(int64_t lo, const std::string& zero_means = "the default");
 /// An unsigned 64-bit integer written in decimal digits (no sign, no overflow).
 CLI::Validator uint64_text();
 /// A comma-separated list with at least one item: an empty --tasks or --eval would silently do another job.

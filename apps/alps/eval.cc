@@ -32,7 +32,10 @@ struct EvalArgs {
   std::string tasks, task_data, log_samples;
   std::vector<std::string> task_files;
   int64_t limit = 0, bootstrap_iters = 100000;
-  bool add_bos = false, ppl_given = false, limit_given = false, overwrite = false;
+  bool add_bos = false, overwrite = false;
+  // Which flags the command line named (a value equal to the default counts too).
+  bool ppl_given = false, limit_given = false, seqlen_given = false, max_windows_given = false,
+       bootstrap_given = false, log_samples_given = false;
 };
 
 int run_eval(const EvalArgs& a) {
@@ -45,8 +48,14 @@ int run_eval(const EvalArgs& a) {
                                                                              {"--log-samples", !a.log_samples.empty()},
                                                                              {"--task-data", !a.task_data.empty()},
                                                                              {"--limit", a.limit_given},
-                                                                             {"--add-bos", a.add_bos}})
+                                                                             {"--add-bos", a.add_bos},
+                                                                             {"--bootstrap-iters", a.bootstrap_given}})
     ALPS_USAGE_CHECK(!given || !a.tasks.empty(), flag, " needs --tasks");
+  // And the other way round: with --tasks, perplexity runs only when --ppl is given.
+  for (const auto& [flag, given] :
+       std::vector<std::pair<std::string, bool>>{{"--seqlen", a.seqlen_given}, {"--max-windows", a.max_windows_given}})
+    ALPS_USAGE_CHECK(!given || !specs.empty(), flag, " sets perplexity windows: with --tasks it needs --ppl too");
+  ALPS_USAGE_CHECK(!a.log_samples_given || !a.log_samples.empty(), "--log-samples expects a file name");
   if (!a.log_samples.empty()) check_output_file("--log-samples", a.log_samples, a.overwrite);
   model::CausalLM m = model::CausalLM::load(a.model);
   const int64_t positions = m.config().max_positions;
@@ -54,33 +63,33 @@ int run_eval(const EvalArgs& a) {
   ALPS_CHECK(seqlen <= m.config().max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
   const auto data = data_dir(a.data_dir);
-  // Resolve every dataset and task file before the slow part so a typo fails at once.
-  std::vector<eval::Dataset> datasets;
-  for (const std::string& s : specs) datasets.push_back(eval::resolve_dataset(s, data));
-  std::vector<eval::TaskInput> tasks;
+  // Resolve every dataset and task file, then read, tokenise and check all of them, before the slow part: a typo
+  // or a bad row fails at once, not after the datasets and tasks before it were scored.
+  eval::EvalPlan plan;
+  for (const std::string& s : specs) plan.datasets.push_back(eval::resolve_dataset(s, data));
   if (!a.tasks.empty())
-    tasks = eval::resolve_tasks(split_list(a.tasks),
-                                a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
-                                a.task_files);
+    plan.tasks = eval::resolve_tasks(split_list(a.tasks),
+                                     a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
+                                     a.task_files);
   auto tok = tokenizer::load_tokenizer(a.model);
-
-  m.set_compute(resolve_device(a.common.device), parse_dtype(a.dtype));
-  m.load_all();
   eval::PerplexityOptions opt;
   opt.seqlen = seqlen;
   opt.max_windows = a.max_windows;
   opt.batch_size = a.batch_size;
-
-  nlohmann::json results = nlohmann::json::array();
-  for (const eval::DatasetResult& r : eval::evaluate(m, *tok, datasets, opt)) results.push_back(eval::to_json(r));
   eval::ZeroShotOptions zopt;
   zopt.scoring.add_bos = a.add_bos;
   zopt.scoring.batch_size = a.batch_size;
   zopt.limit = a.limit;
   zopt.bootstrap_iters = a.bootstrap_iters;
   zopt.keep_samples = !a.log_samples.empty();
-  const std::vector<eval::TaskResult> task_results = eval::evaluate_tasks(m, *tok, tasks, zopt);
-  if (!a.log_samples.empty()) eval::write_log_samples(a.log_samples, task_results);
+  eval::PreparedEvaluation prepared = eval::prepare_evaluation(m, *tok, plan, seqlen, zopt);
+
+  m.set_compute(resolve_device(a.common.device), parse_dtype(a.dtype));
+  m.load_all();
+  nlohmann::json results = nlohmann::json::array();
+  for (const eval::DatasetResult& r : eval::evaluate(m, prepared.datasets, opt)) results.push_back(eval::to_json(r));
+  const std::vector<eval::TaskResult> task_results = eval::evaluate_tasks(m, std::move(prepared.tasks), zopt);
+  const std::vector<eval::Dataset>& datasets = plan.datasets;
   nlohmann::json task_json = nlohmann::json::array();
   for (const eval::TaskResult& r : task_results) task_json.push_back(eval::to_json(r));
   if (a.common.json) {
@@ -103,6 +112,12 @@ int run_eval(const EvalArgs& a) {
     if (!datasets.empty()) std::cout << "\n";
     std::cout << eval::format_task_table(task_results);
   }
+  std::cout.flush();
+  // After the results are out: a samples file that cannot be written (its directory removed, a full disk) fails the
+  // command without taking the results with it.
+  if (!a.log_samples.empty())
+    eval::write_log_samples(a.log_samples, task_results,
+                            a.overwrite ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
   return 0;
 }
 
@@ -137,13 +152,17 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--log-samples", a->log_samples, "Write every request's log-likelihood and is-greedy as JSON lines");
   add_overwrite_flag(cmd, a->overwrite, "--log-samples file");
   cmd->add_option("--bootstrap-iters", a->bootstrap_iters,
-                  "Bootstrap resamples of the perplexity stderr (lm-eval's default; 0 = none)")
+                  "Bootstrap resamples of LAMBADA's perplexity stderr (lm-eval's default; 0 = none, else at least 2)")
       ->capture_default_str()
-      ->check(int_at_least(0));
+      ->check(zero_or_at_least(2, "no stderr"));
   add_common_flags(cmd, a->common);
   cmd->callback([a, cmd, &runner] {
     a->ppl_given = cmd->count("--ppl") > 0;
     a->limit_given = cmd->count("--limit") > 0;
+    a->seqlen_given = cmd->count("--seqlen") > 0;
+    a->max_windows_given = cmd->count("--max-windows") > 0;
+    a->bootstrap_given = cmd->count("--bootstrap-iters") > 0;
+    a->log_samples_given = cmd->count("--log-samples") > 0;
     runner = [a] { return run_eval(*a); };
   });
 }

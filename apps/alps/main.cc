@@ -141,12 +141,12 @@ CLI::Validator positive_real() {
       "NUMBER > 0");
 }
 
-CLI::Validator zero_or_at_least(int64_t lo) {
+CLI::Validator zero_or_at_least(int64_t lo, const std::string& zero_means) {
   return CLI::Validator(
-      [lo](std::string& text) -> std::string {
+      [lo, zero_means](std::string& text) -> std::string {
         int64_t v = 0;
         if (parse_integer(text, v) && (v == 0 || v >= lo)) return "";
-        return fmt::format("expected 0 (the default) or an integer >= {}, got '{}'", lo, text);
+        return fmt::format("expected 0 ({}) or an integer >= {}, got '{}'", zero_means, lo, text);
       },
       fmt::format("0 or INT >= {}", lo));
 }

@@ -19,7 +19,7 @@ int run_make_problem(const MakeProblemArgs& a) {
   check_output_file("--out", a.out, a.overwrite);
   prune::LayerProblem p = prune::make_synthetic_problem(a.synthetic);
   p.name = a.name;
-  prune::save_problem(a.out, p);
+  prune::save_problem(a.out, p, a.overwrite ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
   if (a.common.json) {
     print_json({{"out", a.out},
                 {"rows", p.rows()},

@@ -68,7 +68,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
   if (!a.out.empty()) {
     prune::LayerProblem solved = problem;
     solved.W0 = W;
-    prune::save_problem(a.out, solved);
+    prune::save_problem(a.out, solved, a.overwrite ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
     doc["out"] = a.out;
   }
   if (a.common.json) {

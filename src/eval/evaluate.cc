@@ -26,16 +26,25 @@ std::vector<int64_t> tokens_of(const Dataset& d, const tokenizer::Tokenizer& tok
 }
 }  // namespace
 
-void check_dataset_lengths(const EvalPlan& plan, const tokenizer::Tokenizer& tokenizer, int64_t seqlen) {
-  for (const Dataset& d : plan.datasets) (void)tokens_of(d, tokenizer, seqlen);
+std::vector<TokenizedDataset> tokenize_datasets(const std::vector<Dataset>& datasets,
+                                                const tokenizer::Tokenizer& tokenizer, int64_t seqlen) {
+  std::vector<TokenizedDataset> out;
+  for (const Dataset& d : datasets) {
+    out.push_back({d, tokens_of(d, tokenizer, seqlen)});
+    spdlog::info("{}: {} tokens from {}", d.name, out.back().ids.size(), d.path.string());
+  }
+  return out;
 }
 
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                     const std::vector<Dataset>& datasets, const PerplexityOptions& options) {
+  return evaluate(model, tokenize_datasets(datasets, tokenizer, options.seqlen), options);
+}
+
+std::vector<DatasetResult> evaluate(const model::CausalLM& model, const std::vector<TokenizedDataset>& datasets,
+                                    const PerplexityOptions& options) {
   std::vector<DatasetResult> out;
-  for (const Dataset& d : datasets) {
-    const std::vector<int64_t> ids = tokens_of(d, tokenizer, options.seqlen);
-    spdlog::info("{}: {} tokens from {}", d.name, ids.size(), d.path.string());
+  for (const auto& [d, ids] : datasets) {
     DatasetResult r{d, options.seqlen, static_cast<int64_t>(ids.size()), perplexity(model, ids, options)};
     spdlog::info("{}: ppl {:.4f} over {} windows of {} ({:.1f}s, {:.0f} tokens/s)", d.name, r.result.ppl,
                  r.result.windows, options.seqlen, r.result.seconds,
@@ -76,12 +85,19 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
   return plan;
 }
 
+PreparedEvaluation prepare_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
+                                      const EvalPlan& plan, int64_t seqlen, const ZeroShotOptions& zeroshot_options) {
+  return {tokenize_datasets(plan.datasets, tokenizer, seqlen),
+          prepare_tasks(model, tokenizer, plan.tasks, zeroshot_options)};
+}
+
 nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
                               const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options) {
+  PreparedEvaluation prepared = prepare_evaluation(model, tokenizer, plan, perplexity_options.seqlen, zeroshot_options);
   nlohmann::json out = nlohmann::json::array();
-  for (const DatasetResult& r : evaluate(model, tokenizer, plan.datasets, perplexity_options))
+  for (const DatasetResult& r : evaluate(model, prepared.datasets, perplexity_options)) out.push_back(to_json(r));
+  for (const TaskResult& r : evaluate_tasks(model, std::move(prepared.tasks), zeroshot_options))
     out.push_back(to_json(r));
-  for (const TaskResult& r : evaluate_tasks(model, tokenizer, plan.tasks, zeroshot_options)) out.push_back(to_json(r));
   return out;
 }
 

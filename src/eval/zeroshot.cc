@@ -52,10 +52,13 @@ std::vector<TaskInput> resolve_tasks(const std::vector<std::string>& names, cons
       }
     ALPS_CHECK(found, "task file override '", o, "': task ", name, " is not among the tasks to evaluate");
   }
-  for (const TaskInput& t : out)
+  for (const TaskInput& t : out) {
+    ALPS_CHECK(!fs::is_directory(t.file), "task ", t.spec->name, ": ", t.file.string(),
+               " is a directory, expected a file (--task-data DIR names the directory holding <task>/<file>)");
     ALPS_CHECK(fs::is_regular_file(t.file), "task ", t.spec->name, ": expected file ", t.file.string(),
                " does not exist (--task-data DIR names the directory holding <task>/<file>, or --task-file ",
                t.spec->name, "=FILE)");
+  }
   return out;
 }
 
@@ -77,26 +80,45 @@ MetricValue mean_metric(const std::string& name, const std::vector<double>& per_
 
 }  // namespace
 
+std::vector<PreparedTask> prepare_tasks(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
+                                        const std::vector<TaskInput>& tasks, const ZeroShotOptions& options) {
+  const int64_t max_length =
+      options.scoring.max_length > 0 ? options.scoring.max_length : model.config().max_positions;
+  std::vector<PreparedTask> out;
+  for (const TaskInput& task : tasks) {
+    const auto start = std::chrono::steady_clock::now();
+    PreparedTask t{task, load_task_docs(*task.spec, task.file, options.limit), {}, 0};
+    for (const TaskDoc& d : t.docs)
+      for (size_t k = 0; k < d.requests.size(); ++k) {
+        t.encoded.push_back(encode_request(tokenizer, d.requests[k], options.scoring.add_bos));
+        const EncodedRequest& e = t.encoded.back();
+        auto where = [&] { return fmt::format("task {}: {} row {} request {}", task.spec->name, task.file.string(), d.row, k); };
+        // lm-eval stops here too: a continuation is never truncated.
+        ALPS_CHECK(static_cast<int64_t>(e.continuation.size()) <= max_length, where(), ": the continuation is ",
+                   e.continuation.size(), " tokens, more than the model's maximum length ", max_length);
+        ALPS_CHECK(!e.continuation.empty(), where(), ": the continuation encodes to no tokens");
+        // A context of white space only leaves nothing once its trailing space moves to the continuation.
+        ALPS_CHECK(!e.context.empty(), where(), ": the context encodes to no tokens");
+      }
+    t.seconds = seconds_since(start);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                        const std::vector<TaskInput>& tasks, const ZeroShotOptions& options) {
+  return evaluate_tasks(model, prepare_tasks(model, tokenizer, tasks, options), options);
+}
+
+std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, std::vector<PreparedTask> tasks,
+                                       const ZeroShotOptions& options) {
   std::vector<TaskResult> results;
   for (size_t ti = 0; ti < tasks.size(); ++ti) {
-    const TaskInput& task = tasks[ti];
+    const TaskInput& task = tasks[ti].input;
+    std::vector<TaskDoc>& docs = tasks[ti].docs;
+    std::vector<EncodedRequest>& encoded = tasks[ti].encoded;
     const auto start = std::chrono::steady_clock::now();
-    std::vector<TaskDoc> docs = load_task_docs(*task.spec, task.file, options.limit);
-    std::vector<EncodedRequest> encoded;
-    const int64_t max_length =
-        options.scoring.max_length > 0 ? options.scoring.max_length : model.config().max_positions;
-    for (const TaskDoc& d : docs)
-      for (size_t k = 0; k < d.requests.size(); ++k) {
-        encoded.push_back(encode_request(tokenizer, d.requests[k], options.scoring.add_bos));
-        // lm-eval stops here too: a continuation is never truncated.
-        ALPS_CHECK(static_cast<int64_t>(encoded.back().continuation.size()) <= max_length, "task ", task.spec->name,
-                   ": ", task.file.string(), " row ", d.row, " request ", k, ": the continuation is ",
-                   encoded.back().continuation.size(), " tokens, more than the model's maximum length ", max_length);
-        ALPS_CHECK(!encoded.back().continuation.empty(), "task ", task.spec->name, ": ", task.file.string(), " row ",
-                   d.row, " request ", k, ": the continuation encodes to no tokens");
-      }
     const std::string what = fmt::format("task {}/{} {}: requests", ti + 1, tasks.size(), task.spec->name);
     spdlog::info("task {}/{} {}: {} documents, {} requests from {}", ti + 1, tasks.size(), task.spec->name,
                  docs.size(), encoded.size(), task.file.string());
@@ -147,7 +169,7 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
         r.metrics.push_back(mean_metric(m, m == "acc" ? acc : acc_norm));
       }
     }
-    r.seconds = seconds_since(start);
+    r.seconds = tasks[ti].seconds + seconds_since(start);
     std::string summary;
     for (const MetricValue& m : r.metrics) summary += fmt::format(" {} {:.4f}", m.name, m.value);
     const double share =
@@ -204,7 +226,7 @@ std::string format_task_table(const std::vector<TaskResult>& results) {
   return out;
 }
 
-void write_log_samples(const fs::path& path, const std::vector<TaskResult>& results) {
+void write_log_samples(const fs::path& path, const std::vector<TaskResult>& results, io::ExistingFile existing) {
   io::StagedPath staged(path);  // complete or absent: a killed run never leaves half a log
   std::ofstream out(staged.temp(), std::ios::binary | std::ios::trunc);
   ALPS_CHECK(out.good(), "--log-samples: cannot write ", path.string());
@@ -230,7 +252,7 @@ void write_log_samples(const fs::path& path, const std::vector<TaskResult>& resu
   }
   out.close();
   ALPS_CHECK(out.good(), "--log-samples: writing ", path.string(), " failed");
-  staged.commit();
+  staged.commit(existing);
 }
 
 }  // namespace alps::eval

@@ -255,7 +255,7 @@ void SafetensorsWriter::finish() {
 }
 
 void save_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, ExistingFile existing) {
   StagedPath staged(path);
   std::vector<TensorEntry> layout;
   layout.reserve(tensors.size());
@@ -263,7 +263,7 @@ void save_safetensors(const std::filesystem::path& path, const std::vector<std::
   SafetensorsWriter writer(staged.temp(), std::move(layout), metadata);
   for (const auto& [name, t] : tensors) writer.write(name, t);
   writer.finish();
-  staged.commit();
+  staged.commit(existing);
 }
 
 }  // namespace alps::io

@@ -1,5 +1,6 @@
 #include "alps/io/staged_path.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,20 @@
 namespace alps::io {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// rename(2) that fails with EEXIST instead of replacing a file. File systems without RENAME_NOREPLACE get link(2),
+// which refuses an existing name the same way, and then the temporary name is dropped.
+bool rename_no_replace(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+  if (::link(from.c_str(), to.c_str()) != 0) return false;
+  ::unlink(from.c_str());
+  return true;
+}
+
+}  // namespace
 
 StagedPath::StagedPath(fs::path final_path) : final_(std::move(final_path)) {
   ALPS_CHECK(final_.has_filename(), "cannot write ", final_.string(), ": not a file name");
@@ -30,15 +45,24 @@ StagedPath::~StagedPath() {
   fs::remove_all(temp_, ec);
 }
 
-void StagedPath::commit() {
+void StagedPath::commit(ExistingFile existing) {
   ALPS_CHECK(fs::exists(temp_), "nothing was written to ", temp_.string(), " for ", final_.string());
   // Data before name: after a crash the final name must never point at a file whose blocks were not yet written.
   if (fs::is_directory(temp_))
     sync_tree(temp_);
   else
     sync_path(temp_);
-  ALPS_CHECK(::rename(temp_.c_str(), final_.c_str()) == 0, "cannot write ", final_.string(), ": ",
-             errno == ENOTEMPTY || errno == EEXIST ? "a directory that is not empty is in the way" : std::strerror(errno));
+  if (fs::is_directory(temp_) || existing == ExistingFile::kReplace) {
+    ALPS_CHECK(::rename(temp_.c_str(), final_.c_str()) == 0, "cannot write ", final_.string(), ": ",
+               errno == ENOTEMPTY || errno == EEXIST ? "a directory that is not empty is in the way"
+                                                     : std::strerror(errno));
+  } else if (!rename_no_replace(temp_, final_)) {
+    const int err = errno;
+    if (err == EEXIST) committed_ = true;  // the output stays under its temporary name, as the error says
+    ALPS_CHECK(err != EEXIST, "cannot write ", final_.string(), ": a file by that name appeared while alps was running; ",
+               "alps does not replace files unless told to (--overwrite). The output is in ", temp_.string());
+    ALPS_FAIL("cannot write ", final_.string(), ": ", std::strerror(err));
+  }
   committed_ = true;
   fs::path dir = final_.parent_path();
   sync_path(dir.empty() ? fs::path(".") : dir);

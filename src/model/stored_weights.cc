@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "alps/core/error.h"
 #include "alps/io/text_files.h"
@@ -44,6 +45,20 @@ void check_shard_name(const fs::path& dir, const std::string& tensor, const std:
                         inside(root.parent_path().parent_path() / "blobs");
   ALPS_CHECK(inside(root) || hub_blob, where, ", which resolves to ", target.string(),
              " outside the model directory ", root.string());
+}
+
+// Weights in any format a model repository carries (PyTorch, safetensors, TensorFlow, Flax, GGUF/GGML, ONNX, rust,
+// TFLite, Core ML, OpenVINO), and the index files of sharded ones: the dense model's, which must not travel beside
+// the pruned safetensors (a loader that prefers them would load the unpruned model).
+bool is_weights_file(const std::string& name) {
+  static const std::set<std::string> kExtensions = {".safetensors", ".bin", ".pt",   ".pth",  ".ckpt", ".h5",
+                                                    ".msgpack",     ".gguf", ".ggml", ".onnx", ".ot",   ".tflite",
+                                                    ".mlmodel",     ".npz"};
+  auto weights_extension = [](const std::string& n) { return kExtensions.count(fs::path(n).extension().string()) > 0; };
+  const std::string index = ".index.json";
+  if (name.size() > index.size() && name.compare(name.size() - index.size(), index.size(), index) == 0)
+    return weights_extension(name.substr(0, name.size() - index.size()));
+  return weights_extension(name);
 }
 
 }  // namespace
@@ -95,18 +110,22 @@ StoredWeights read_weights(const fs::path& dir) {
 
 std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
                                        int64_t max_shard_bytes) {
-  std::vector<std::string> written;
+  std::vector<std::string> written, dense;
   // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
   for (const auto& entry : fs::directory_iterator(source)) {
     const std::string name = entry.path().filename().string();
-    const std::string ext = entry.path().extension().string();
-    // Weights in any format are not copied: a stale pytorch_model.bin next to pruned safetensors would be wrong.
-    if (!entry.is_regular_file() || name == kIndexFile || name == "pytorch_model.bin.index.json" ||
-        ext == ".safetensors" || (ext == ".bin" && name.rfind("pytorch_model", 0) == 0) || ext == ".pth" ||
-        ext == ".ckpt")
+    if (!entry.is_regular_file()) continue;
+    if (is_weights_file(name)) {
+      if (name != kIndexFile && fs::path(name).extension() != ".safetensors") dense.push_back(name);
       continue;
+    }
     fs::copy_file(entry.path(), dir / name);
     written.push_back(name);
+  }
+  if (!dense.empty()) {
+    std::string names;
+    for (const auto& n : dense) names += (names.empty() ? "" : ", ") + n;
+    spdlog::info("not copied to the output (the dense model's weights in other formats): {}", names);
   }
 
   // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.

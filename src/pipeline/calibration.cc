@@ -1,6 +1,7 @@
 #include "alps/pipeline/calibration.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <unordered_map>
 
 #include "alps/core/error.h"
@@ -50,7 +51,16 @@ at::Tensor sample_windows(const std::vector<std::string>& documents, const token
   std::unordered_map<int64_t, std::vector<int64_t>> cache;
   auto ids_of = [&](int64_t doc) -> const std::vector<int64_t>& {
     auto it = cache.find(doc);
-    if (it == cache.end()) it = cache.emplace(doc, tokenizer.encode(documents[doc], true)).first;
+    if (it == cache.end()) {
+      std::vector<int64_t> ids;
+      try {
+        ids = tokenizer.encode(documents[doc], true);
+      } catch (const Error& e) {  // the tokenizer's own errors (invalid UTF-8 at byte N) do not know the file
+        ALPS_FAIL("calibration source ", options.source, (documents.size() > 1 ? fmt::format(" document {}", doc) : ""),
+                  ": ", e.what());
+      }
+      it = cache.emplace(doc, std::move(ids)).first;
+    }
     return it->second;
   };
   // The reference loops forever when no document is long enough; fail up front instead.

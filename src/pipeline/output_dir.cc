@@ -276,16 +276,18 @@ OutputDir::OutputDir(const OutputRequest& req) : path_(normalize_output_path(req
   resume_ = start == Start::kResume;
   if (start == Start::kNothingToResume)
     spdlog::warn("--resume: {} holds no saved block; starting from the first block", p.string());
-  if (!resume_) {
-    discard_state(state_dir());  // an abandoned run's, when the flags or its emptiness allow starting over
-    fs::create_directory(state_dir());
-  }
+}
+
+void OutputDir::begin_fresh_state() {
+  ALPS_CHECK(!resume_, "internal: a resumed run keeps its state");
+  discard_state(state_dir());  // an abandoned run's, when the flags or its emptiness allow starting over
+  fs::create_directory(state_dir());
 }
 
 OutputDir::~OutputDir() {
   if (committed_) return;
   std::error_code ec;
-  if (!staging_.empty()) fs::remove_all(staging_, ec);
+  if (!staging_.empty() && !keep_staging_) fs::remove_all(staging_, ec);
   // A run that fails before saving anything leaves the output as it found it.
   if (!fs::exists(state_dir() / kStateFile, ec)) {
     fs::remove_all(state_dir(), ec);
@@ -309,6 +311,15 @@ fs::path OutputDir::begin_staging() {
 void OutputDir::commit() {
   ALPS_CHECK(!staging_.empty() && fs::is_regular_file(staging_ / kReportFile), "internal: nothing staged for ",
              path_.string());
+  // The output was checked for files alps did not write when the run started; one put there since would be
+  // replaced with the directory.
+  if (const OutputContents now = inspect_output(path_); !now.foreign.empty()) {
+    keep_staging_ = true;
+    ALPS_FAIL("output directory ", path_.string(), " now holds files that alps did not write (",
+              join_names(now.foreign, 5), "), put there while the run worked; nothing was replaced. The new checkpoint "
+              "is complete in ", staging_.string(), ": move those files away, then run the same command with --resume "
+              "(or rename that directory yourself)");
+  }
   struct stat st{};
   if (::stat(path_.c_str(), &st) == 0) ::chmod(staging_.c_str(), st.st_mode & 07777);  // keep the user's mode
   io::sync_tree(staging_);
@@ -337,7 +348,17 @@ void OutputDir::commit() {
   committed_ = true;
   discard_state(replaced / kStateDir);
   crash_point("commit-state-removed");
-  remove_output_tree(replaced);
+  // A file put into the output between the check above and the swap is in the replaced directory now.
+  if (const OutputContents left = inspect_output(replaced); !left.foreign.empty()) {
+    const fs::path kept = parent / fmt::format("{}.alps-kept-{}", path_.filename().string(), ::getpid());
+    std::error_code ec;
+    fs::rename(replaced, kept, ec);
+    spdlog::warn("{} received files that alps did not write ({}) while the new checkpoint was moved in; the previous "
+                 "output with them is kept in {}", path_.string(), join_names(left.foreign, 5),
+                 (ec ? replaced : kept).string());
+  } else {
+    remove_output_tree(replaced);
+  }
   io::sync_path(parent);
 }
 

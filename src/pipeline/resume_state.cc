@@ -30,7 +30,7 @@ void write_text_staged(const fs::path& path, const std::string& text) {
     out << text;
     ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
   }
-  staged.commit();
+  staged.commit(io::ExistingFile::kReplace);  // the state is alps's own, rewritten after every block
 }
 
 // "block-00003.safetensors" -> 3; -1 for any other name.
@@ -54,10 +54,11 @@ fs::path StateDir::inputs_file(int64_t b) const { return dir_ / fmt::format("inp
 
 void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
                     const at::Tensor& next_inputs) {
-  if (s.next_block > 0) io::save_safetensors(block_file(s.next_block - 1), block_weights);
+  // A resumed run may write a block's file again (it stopped between the file and state.json).
+  if (s.next_block > 0) io::save_safetensors(block_file(s.next_block - 1), block_weights, {}, io::ExistingFile::kReplace);
   crash_point("state-block-saved");
   // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
-  io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}});
+  io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
   crash_point("state-inputs-saved");
   write_text_staged(dir_ / kStateFile, json{{"format", kStateFormat},
                                             {"key", s.key},
@@ -83,7 +84,12 @@ void StateDir::remove_unreferenced(int64_t next_block) const {
 
 ResumeState StateDir::load() const {
   const fs::path file = dir_ / kStateFile;
-  const json doc = io::read_json_file(file);
+  json doc;
+  try {
+    doc = io::read_json_file(file);
+  } catch (const Error& e) {
+    ALPS_FAIL("resume state ", file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
+  }
   const int format = doc.value("format", 1);
   ALPS_CHECK(format == kStateFormat, file.string(), " was written by another version of alps (state format ", format,
              ", this alps reads ", kStateFormat, "): pass --overwrite to start over");

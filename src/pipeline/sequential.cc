@@ -70,6 +70,13 @@ void record_peak_memory(report::RunReport& rep, const c10::Device& device) {
                gib(*peak), est["device_total_gib_at_most"].get<double>());
 }
 
+// How `--eval` scores zero-shot tasks: lm-eval's defaults, the recipe's document limit.
+eval::ZeroShotOptions zeroshot_options(const Recipe& r) {
+  eval::ZeroShotOptions z;
+  z.limit = r.eval_limit;
+  return z;
+}
+
 // Host and device memory the run needs, printed before starting so a user can stop a run that cannot fit.
 json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType dtype) {
   const auto& cfg = m.config();
@@ -218,7 +225,8 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
              m.config().max_positions, " positions");
   auto plan = std::make_unique<RunPlan>(m, r);
   warn_unmatched_globs(m, r);
-  if (!job.dump_problems.empty() && fs::exists(job.dump_problems)) {
+  // A resumed run finds the problem files its interrupted run wrote (and writes those of a block it redoes again).
+  if (!job.dump_problems.empty() && fs::exists(job.dump_problems) && !job.resume) {
     // Problem files are written as blocks finish: a clash found hours in would either stop the run or lose a file.
     for (int64_t b = 0; b < m.num_blocks(); ++b)
       for (const auto& j : plan->block(b))
@@ -228,9 +236,10 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
   if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
   ALPS_CHECK(r.eval_seqlen <= m.config().max_sequence_length(), "evaluation seqlen ", r.eval_seqlen,
              " exceeds the model's ", m.config().max_positions, " positions");
-  // A text too short for one evaluation window would stop the run after its pruning. Tokenised again then
-  // (seconds, against the pruning's minutes to hours).
-  eval::check_dataset_lengths(eval::plan_evaluation(r.eval, job.data_dir), tok, evaluation_seqlen(r, m));
+  // A text too short for one evaluation window, or a bad row of a task file, would stop the run after its pruning.
+  // Read and tokenised again then (seconds, against the pruning's minutes to hours).
+  (void)eval::prepare_evaluation(m, tok, eval::plan_evaluation(r.eval, job.data_dir), evaluation_seqlen(r, m),
+                                 zeroshot_options(r));
   return plan;
 }
 
@@ -391,11 +400,9 @@ class PruneRun {
     popt.seqlen = evaluation_seqlen(r_, m_);
     popt.batch_size = 1;
     popt.max_windows = r_.eval_max_windows;
-    eval::ZeroShotOptions zopt;
-    zopt.limit = r_.eval_limit;
     step_ = "evaluating the pruned model";
     m_.load_all();
-    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, zopt)) rep_.eval.push_back(res);
+    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, zeroshot_options(r_))) rep_.eval.push_back(res);
     rep_.phase_seconds["eval"] += seconds_since(t0);
   }
 
@@ -431,7 +438,9 @@ class PruneRun {
     problem.tokens = s.tokens();
     problem.name = lj.name;
     problem.gram_checked = checked_grams_.count(&s) > 0;
-    if (!job_.dump_problems.empty()) prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem);
+    if (!job_.dump_problems.empty())
+      prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem,
+                          job_.resume ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
 
     const prune::Pattern& pattern = *lj.pattern;
     step_ = fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1));
@@ -548,6 +557,7 @@ report::RunReport run_prune(const PruneJob& job) {
     } else {
       const fs::path source = resolve_calibration_source(job.recipe.calib, job.data_dir);
       run.capture_inputs(source, resume_key(job, source));
+      out.begin_fresh_state();
       state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
     }
 

@@ -169,14 +169,14 @@ LayerProblem load_problem(const std::filesystem::path& path) {
   return p;
 }
 
-void save_problem(const std::filesystem::path& path, const LayerProblem& p) {
+void save_problem(const std::filesystem::path& path, const LayerProblem& p, io::ExistingFile existing) {
   check_problem(p, "save_problem " + path.string());
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"weight", p.W0.cpu().contiguous()},
                                                              {"gram", p.G.cpu().contiguous()}};
   if (p.mean.defined()) tensors.emplace_back("mean", p.mean.cpu().contiguous());
   std::map<std::string, std::string> meta = {{"tokens", std::to_string(p.tokens)}};
   if (!p.name.empty()) meta["name"] = p.name;
-  io::save_safetensors(path, tensors, meta);
+  io::save_safetensors(path, tensors, meta, existing);
 }
 
 }  // namespace alps::prune

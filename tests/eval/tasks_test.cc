@@ -191,9 +191,9 @@ TEST(TaskConstruction, PythonStringSemantics) {
 TEST(TaskConstruction, ErrorsNameFileRowAndField) {
   const std::string missing = error_of("piqa", {R"({"goal":"g","sol1":"a","sol2":"b","label":0})",
                                                 R"({"goal":"g","sol1":"a","label":0})"});
-  EXPECT_NE(missing.find("piqa.jsonl row 1: field \"sol2\": missing"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("piqa.jsonl row 1 (line 2): field \"sol2\": missing"), std::string::npos) << missing;
   const std::string gold = error_of("rte", {R"({"sentence1":"a","sentence2":"b","label":2})"});
-  EXPECT_NE(gold.find("row 0: field \"label\": answer index 2 is not one of the 2 choices"), std::string::npos)
+  EXPECT_NE(gold.find("row 0 (line 1): field \"label\": answer index 2 is not one of the 2 choices"), std::string::npos)
       << gold;
   const std::string key = error_of(
       "arc_easy", {R"({"question":"Q","choices":{"text":["a","b"],"label":["A","B"]},"answerKey":"E"})"});

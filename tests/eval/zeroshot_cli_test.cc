@@ -97,7 +97,8 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
 
   const auto bad_row = run({"--tasks", "rte", "--task-file", "rte=" + (tmp / "mine.jsonl").string()});
   EXPECT_EQ(bad_row.exit_code, 1);
-  EXPECT_NE(bad_row.err.find("mine.jsonl row 1: field \"sentence2\": missing"), std::string::npos) << bad_row.err;
+  EXPECT_NE(bad_row.err.find("mine.jsonl row 1 (line 2): field \"sentence2\": missing"), std::string::npos)
+      << bad_row.err;
 
   const auto unknown = run({"--tasks", "rte,hellaswagg"});
   EXPECT_EQ(unknown.exit_code, 2);
@@ -114,6 +115,57 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
   const auto missing = run({"--tasks", "piqa", "--task-data", tmp.path().string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("piqa_validation.jsonl.gz does not exist"), std::string::npos) << missing.err;
+}
+
+// Every file is read and checked before anything is scored: a bad row of the last task (or a dataset that is not
+// text) fails at once, not after the work before it; and flags that would be ignored are refused.
+TEST(ZeroShotCli, BadInputAnywhereFailsBeforeAnyScoring) {
+  ALPS_REQUIRE_DATA("eval/rte");
+  test::TempDir tmp;
+  std::ofstream(tmp / "piqa.jsonl") << R"({"goal":"g","sol1":"a","sol2":"b","label":0})" << "\n\n"
+                                    << R"({"goal":"g","sol1":"a","sol2":"b"})" << "\n";
+  std::ofstream(tmp / "lambada.jsonl") << R"({"text":"  dog"})" << "\n";
+  std::ofstream(tmp / "notext.jsonl") << R"({"title":"no text field"})" << "\n";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"eval", "--model", stories().string(), "--json",
+                                  "--log-samples", (tmp / "s.jsonl").string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return test::run_cli(a, test::with_data_dir());
+  };
+  auto expect_early = [&](const test::CliResult& r, const std::string& message) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
+    EXPECT_EQ(r.err.find("acc "), std::string::npos) << "a task was scored before the error:\n" << r.err;
+    EXPECT_EQ(r.err.find("ppl "), std::string::npos) << "a dataset was scored before the error:\n" << r.err;
+    EXPECT_FALSE(fs::exists(tmp / "s.jsonl"));
+  };
+  expect_early(run({"--ppl", "tinystories", "--max-windows", "2", "--tasks", "rte,piqa", "--task-file",
+                    "piqa=" + (tmp / "piqa.jsonl").string()}),
+               "piqa.jsonl row 1 (line 3): field \"label\": missing");
+  expect_early(run({"--tasks", "rte,lambada_openai", "--limit", "3", "--task-file",
+                    "lambada_openai=" + (tmp / "lambada.jsonl").string()}),
+               "lambada.jsonl row 0 request 0: the context encodes to no tokens");
+  expect_early(run({"--ppl", "tinystories," + (tmp / "notext.jsonl").string(), "--max-windows", "2", "--tasks", "rte",
+                    "--limit", "2"}),
+               "notext.jsonl: record 1 has no string field \"text\"");
+
+  auto expect_usage = [&](const test::CliResult& r, const std::string& message) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
+  };
+  expect_usage(run({"--tasks", "lambada_openai", "--bootstrap-iters", "1"}), "--bootstrap-iters");
+  expect_usage(test::run_cli({"eval", "--model", stories().string(), "--ppl", "tinystories", "--bootstrap-iters", "0"},
+                             test::with_data_dir()),
+               "--bootstrap-iters needs --tasks");
+  expect_usage(run({"--tasks", "rte", "--seqlen", "16"}), "--seqlen sets perplexity windows");
+  expect_usage(run({"--tasks", "rte", "--max-windows", "3"}), "--max-windows sets perplexity windows");
+  expect_usage(test::run_cli({"eval", "--model", stories().string(), "--tasks", "rte", "--log-samples", ""},
+                             test::with_data_dir()),
+               "--log-samples expects a file name");
+  fs::create_directories(tmp / "adir");
+  const auto dir = run({"--tasks", "rte", "--task-file", "rte=" + (tmp / "adir").string()});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_NE(dir.err.find("is a directory, expected a file"), std::string::npos) << dir.err;
 }
 
 // Two PIQA solutions are longer than stories260K's 512 positions: an error naming the row, as lm-eval stops too.
@@ -144,6 +196,19 @@ TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
                                  test::with_data_dir());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("nor a zero-shot task (lambada_openai, piqa"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp / "bad"));
+
+  // A bad row of a task file stops the run before any pruning, not after it.
+  fs::create_directories(tmp / "data/eval/rte");
+  std::ofstream(tmp / "data/eval/rte/rte_validation.jsonl.gz") << R"({"sentence1":"a","label":1})" << "\n";
+  const auto bad_row = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "bad").string(),
+                                      "--calib", calib, "--nsamples", "4", "--seqlen", "64", "--sparsity", "0.5",
+                                      "--eval", "rte", "--data-dir", (tmp / "data").string()});
+  EXPECT_EQ(bad_row.exit_code, 1);
+  EXPECT_NE(bad_row.err.find("rte_validation.jsonl.gz row 0 (line 1): field \"sentence2\": missing"),
+            std::string::npos)
+      << bad_row.err;
+  EXPECT_EQ(bad_row.err.find("block 1/"), std::string::npos) << "pruned before failing:\n" << bad_row.err;
   EXPECT_FALSE(fs::exists(tmp / "bad"));
 }
 

@@ -52,7 +52,7 @@ inline void rewrite_weights(const fs::path& dir, Edit edit) {
     for (const auto& e : f.entries()) tensors.emplace_back(e.name, f.tensor(e.name).clone());
   }
   edit(tensors);
-  io::save_safetensors(dir / "model.safetensors", tensors);
+  io::save_safetensors(dir / "model.safetensors", tensors, {}, io::ExistingFile::kReplace);
 }
 
 inline void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {

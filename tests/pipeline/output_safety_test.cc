@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "alps/core/error.h"
+#include "alps/pipeline/output_dir.h"
 #include "support.h"
 
 namespace alps {
@@ -149,6 +151,60 @@ TEST(OutputSafety, OverwriteReplacesOnlyFilesAlpsWroteAndOnlyWhenTheNewOutputIsC
   std::ofstream(out / "config.json", std::ios::app) << "\n\n";
   expect_refused(test::run_cli(prune_args(out, {"--sparsity", "0.5", "--overwrite"})),
                  "config.json (changed since alps wrote it)");
+}
+
+// A user's file put into --out while the run works: the commit replaces the directory as a whole, so it must stop
+// there, keeping the file, the finished checkpoint (named in the error) and the state that --resume continues from.
+TEST(OutputSafety, AFileAddedDuringTheRunStopsTheCommitAndNothingIsLost) {
+  test::TempDir tmp;
+  const fs::path out = tmp / "out";
+  {
+    pipeline::OutputDir dir({out, model_dir(), {}, false, false});
+    dir.begin_fresh_state();
+    std::ofstream(dir.state_dir() / "state.json") << "{}";
+    const fs::path staging = dir.begin_staging();
+    std::ofstream(staging / pipeline::kReportFile) << "{}";
+    std::ofstream(out / "notes.txt") << "mine";
+    try {
+      dir.commit();
+      ADD_FAILURE() << "the commit replaced a directory holding a user's file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("notes.txt"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(staging.string()), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(staging / pipeline::kReportFile));
+  }
+  EXPECT_EQ(slurp(out / "notes.txt"), "mine");
+  EXPECT_TRUE(fs::exists(out / ".alps-state/state.json"));
+
+  // Through the command: the file moved away, the same command with --resume writes the output.
+  const fs::path run = tmp / "run";
+  // Killed as it commits: every block is saved, the output is left to write.
+  ASSERT_NE(test::run_cli(prune_args(run, {"--sparsity", "0.5"}), {{}, {"ALPS_TEST_FAULT=crash:commit-staged"}}).exit_code,
+            0);
+  std::ofstream(run / "notes.txt") << "mine";
+  expect_refused(test::run_cli(prune_args(run, {"--sparsity", "0.5", "--resume"})), "notes.txt");
+  EXPECT_EQ(slurp(run / "notes.txt"), "mine");
+  fs::remove(run / "notes.txt");
+  const auto r = test::run_cli(prune_args(run, {"--sparsity", "0.5", "--resume"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(report_of(run)["complete"].get<bool>());
+  EXPECT_TRUE(siblings_left(run).empty());
+}
+
+// --overwrite starts over, but only once the new run's inputs are good: a bad calibration text must leave the
+// interrupted run's blocks to resume.
+TEST(OutputSafety, OverwriteWithABadInputKeepsTheInterruptedRun) {
+  test::TempDir tmp;
+  const fs::path out = tmp / "out";
+  ASSERT_EQ(test::run_cli(prune_args(out, {"--sparsity", "0.5", "--stop-after", "2"})).exit_code, 0);
+  const auto before = snapshot(out);
+  std::ofstream(tmp / "short.txt") << "Once upon a time.";
+  expect_refused(test::run_cli(prune_args(out, {"--sparsity", "0.5", "--overwrite"}, model_dir(), tmp / "short.txt")),
+                 "no document is longer than seqlen");
+  EXPECT_EQ(snapshot(out), before);
+  const auto r = test::run_cli(prune_args(out, {"--sparsity", "0.5", "--resume"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(OutputSafety, ASecondRunOnALockedOutputIsRefused) {

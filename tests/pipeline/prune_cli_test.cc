@@ -283,6 +283,45 @@ TEST(PruneCli, DumpsProblems) {
   EXPECT_FALSE(fs::exists(dir / "out2"));
 }
 
+// A resumed run finds the problem files its interrupted run wrote: the same command continues.
+TEST(PruneCli, DumpProblemsResumes) {
+  test::TempDir dir;
+  const std::vector<std::string> flags = {"--method", "magnitude", "--sparsity", "0.5", "--dump-problems",
+                                          (dir / "problems").string()};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> f = flags;
+    f.insert(f.end(), extra.begin(), extra.end());
+    return prune_args(dir / "out", f);
+  };
+  ASSERT_EQ(test::run_cli(with({"--stop-after", "2"})).exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir / "problems/model.layers.1.mlp.down_proj.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "problems/model.layers.2.mlp.down_proj.safetensors"));
+  const auto r = test::run_cli(with({"--resume"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "problems/model.layers.4.mlp.down_proj.safetensors"));
+}
+
+// Dense weights in other formats beside the safetensors (TensorFlow, Flax, GGUF, ...) stay out of the pruned
+// checkpoint: a loader preferring them would load the unpruned model.
+TEST(PruneCli, DenseWeightsInOtherFormatsAreNotCopied) {
+  test::TempDir dir;
+  const fs::path model = dir / "model";
+  fs::create_directories(model);
+  for (const auto& e : fs::directory_iterator(model_dir())) fs::copy_file(e.path(), model / e.path().filename());
+  for (const char* name : {"tf_model.h5", "flax_model.msgpack", "model.gguf", "pytorch_model.bin",
+                           "tf_model.h5.index.json", "rust_model.ot"})
+    std::ofstream(model / name) << "dense";
+  std::vector<std::string> args = prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5"});
+  args[2] = model.string();  // --model
+  const auto r = test::run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"tf_model.h5", "flax_model.msgpack", "model.gguf", "pytorch_model.bin",
+                           "tf_model.h5.index.json", "rust_model.ot"})
+    EXPECT_FALSE(fs::exists(dir / "out" / name)) << name;
+  EXPECT_TRUE(fs::exists(dir / "out/tokenizer.model"));
+  EXPECT_TRUE(fs::exists(dir / "out/config.json"));
+}
+
 // Without --json the result is a summary table on stdout (logs stay on stderr); --eval-max-windows and --eval-limit
 // bound the evaluation, and the perplexity equals `alps eval` of the saved checkpoint over the same windows.
 TEST(PruneCli, SummaryOnStdoutAndBoundedEvaluation) {

@@ -26,7 +26,20 @@ struct DatasetResult {
   PerplexityResult result;
 };
 
-/// Tokenises each dataset (docs/pipeline.md) and computes its perplexity with `model` as it is placed.
+/// A dataset's text as token ids (docs/pipeline.md).
+struct TokenizedDataset {
+  Dataset dataset;
+  std::vector<int64_t> ids;
+};
+
+/// Tokenises every dataset, failing (naming its file) where one is shorter than a window of `seqlen`.
+std::vector<TokenizedDataset> tokenize_datasets(const std::vector<Dataset>& datasets,
+                                                const tokenizer::Tokenizer& tokenizer, int64_t seqlen);
+
+/// The perplexity of each tokenised dataset with `model` as it is placed.
+std::vector<DatasetResult> evaluate(const model::CausalLM& model, const std::vector<TokenizedDataset>& datasets,
+                                    const PerplexityOptions& options);
+/// tokenize_datasets, then the above.
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                     const std::vector<Dataset>& datasets, const PerplexityOptions& options);
 
@@ -42,11 +55,19 @@ struct EvalPlan {
 };
 EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir);
 
-/// Tokenises every dataset of `plan` and fails, naming its file, where one is shorter than a window of `seqlen`:
-/// for work that comes before the evaluation (pruning), so that such a text stops the run before it, not after.
-void check_dataset_lengths(const EvalPlan& plan, const tokenizer::Tokenizer& tokenizer, int64_t seqlen);
+/// Everything the evaluation reads, tokenised and built: every dataset and every task's requests.
+struct PreparedEvaluation {
+  std::vector<TokenizedDataset> datasets;
+  std::vector<PreparedTask> tasks;
+};
+/// Reads and checks all of `plan` (a text shorter than a window, a bad task row: an error naming the file) before
+/// any of it is scored. Work that comes before the evaluation (pruning) calls it first too, so that such a file stops
+/// the run before that work, not after it.
+PreparedEvaluation prepare_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
+                                      const EvalPlan& plan, int64_t seqlen, const ZeroShotOptions& zeroshot_options);
 
-/// Perplexity datasets then tasks; one JSON object each (to_json of DatasetResult, then of TaskResult).
+/// prepare_evaluation, then perplexity datasets and tasks; one JSON object each (to_json of DatasetResult, then of
+/// TaskResult).
 nlohmann::json run_evaluation(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer, const EvalPlan& plan,
                               const PerplexityOptions& perplexity_options, const ZeroShotOptions& zeroshot_options);
 

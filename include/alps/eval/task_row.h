@@ -9,7 +9,9 @@ namespace alps::eval {
 
 class TaskRow {
  public:
-  TaskRow(const nlohmann::json& j, std::string file, int64_t row) : j_(j), file_(std::move(file)), row_(row) {}
+  /// `row`: 0-based among the file's rows; `line`: its 1-based line in the file (0: not known), for errors.
+  TaskRow(const nlohmann::json& j, std::string file, int64_t row, int64_t line = 0)
+      : j_(j), file_(std::move(file)), row_(row), line_(line) {}
 
   int64_t row() const { return row_; }
   bool has(const char* field) const { return j_.is_object() && j_.contains(field); }
@@ -28,6 +30,7 @@ class TaskRow {
   const nlohmann::json& j_;
   std::string file_;
   int64_t row_;
+  int64_t line_;
 };
 
 }  // namespace alps::eval

@@ -11,6 +11,7 @@
 
 #include "alps/eval/loglikelihood.h"
 #include "alps/eval/task.h"
+#include "alps/io/staged_path.h"
 
 namespace alps::eval {
 
@@ -51,7 +52,23 @@ struct TaskResult {
   std::vector<RequestScore> scores;
 };
 
-/// Scores every task in turn (progress on stderr: task i/n, requests done, elapsed, ETA).
+/// A task's documents (the first `limit`) and their requests encoded for one model, flattened in document order.
+struct PreparedTask {
+  TaskInput input;
+  std::vector<TaskDoc> docs;
+  std::vector<EncodedRequest> encoded;
+  double seconds = 0;  ///< reading and encoding, counted in the task's seconds
+};
+
+/// Reads every task's rows and builds and encodes their requests: a bad row of any task is an error naming its file
+/// and row here, before the first task is scored, not after hours of scoring the others.
+std::vector<PreparedTask> prepare_tasks(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
+                                        const std::vector<TaskInput>& tasks, const ZeroShotOptions& options);
+
+/// Scores every prepared task in turn (progress on stderr: task i/n, requests done, elapsed, ETA).
+std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, std::vector<PreparedTask> tasks,
+                                       const ZeroShotOptions& options);
+/// prepare_tasks, then the above.
 std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                        const std::vector<TaskInput>& tasks, const ZeroShotOptions& options);
 
@@ -61,6 +78,7 @@ nlohmann::json to_json(const TaskResult& r);
 std::string format_task_table(const std::vector<TaskResult>& results);
 /// One JSON line per request: task, doc (row), request index, context, continuation, token counts, loglikelihood,
 /// is_greedy and (multiple choice) gold. Needs results evaluated with keep_samples.
-void write_log_samples(const std::filesystem::path& path, const std::vector<TaskResult>& results);
+void write_log_samples(const std::filesystem::path& path, const std::vector<TaskResult>& results,
+                       io::ExistingFile existing = io::ExistingFile::kKeep);
 
 }  // namespace alps::eval

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "alps/io/staged_path.h"
+
 namespace alps::io {
 
 /// One tensor's header entry.
@@ -79,7 +81,8 @@ class SafetensorsWriter {
 
 /// Writes `tensors` (in the given order) to `path`, through a temporary name renamed when complete.
 void save_safetensors(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      ExistingFile existing = ExistingFile::kKeep);
 
 /// Header entry (dtype and shape) describing `t`, offsets left to the writer.
 TensorEntry entry_for(const std::string& name, const at::Tensor& t);

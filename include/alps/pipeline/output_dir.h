@@ -49,7 +49,7 @@ void check_output_request(const OutputRequest& req);
 class OutputDir {
  public:
   /// Checks the request again, creates the output directory (and missing parents), locks it and decides, from what
-  /// it holds and the flags, whether this run resumes (resume()) or starts afresh with an empty state.
+  /// it holds and the flags, whether this run resumes (resume()) or starts afresh (begin_fresh_state()).
   explicit OutputDir(const OutputRequest& req);
 
   OutputDir(const OutputDir&) = delete;
@@ -59,11 +59,18 @@ class OutputDir {
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path state_dir() const { return path_ / kStateDir; }
   bool resume() const { return resume_; }
+  /// For a run that starts afresh: removes an abandoned run's state (one that --overwrite replaces) and leaves an
+  /// empty state directory. Called once the new run's inputs are ready, so that a bad input found before that
+  /// (a calibration text too short, not UTF-8) fails with the interrupted run's blocks still there to resume.
+  void begin_fresh_state();
 
   /// An empty directory beside the output (same file system, so the final rename is atomic) to write the new
   /// checkpoint into.
   std::filesystem::path begin_staging();
   /// Makes the staged checkpoint the output in one atomic step, then removes what it replaced, resume state included.
+  /// Files that a user put into the output directory while the run worked are never removed: found before the
+  /// swap, they stop it (the staged checkpoint is kept and named, the resume state too); appearing during it, the
+  /// replaced directory is kept beside the output, named in a warning.
   void commit();
 
  private:
@@ -76,6 +83,7 @@ class OutputDir {
   bool created_ = false;    // this run made the directory: remove it again if the run saves nothing
   bool resume_ = false;
   bool committed_ = false;
+  bool keep_staging_ = false;  // a commit refused because of foreign files: the staged checkpoint is the user's now
 };
 
 }  // namespace alps::pipeline

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "alps/io/staged_path.h"
+
 namespace alps::prune {
 
 /// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean`, metadata `tokens`.
@@ -26,7 +28,8 @@ struct LayerProblem {
 /// Reads the safetensors file form; every inconsistency (missing tensor, shapes, dtypes, tokens) names the file.
 LayerProblem load_problem(const std::filesystem::path& path);
 /// Writes the file form through a temporary name (alps::io::save_safetensors); metadata `tokens` and `name`.
-void save_problem(const std::filesystem::path& path, const LayerProblem& problem);
+void save_problem(const std::filesystem::path& path, const LayerProblem& problem,
+                  io::ExistingFile existing = io::ExistingFile::kKeep);
 
 /// Checks shapes (W0 [out,in], G [in,in], mean [in]), devices and that W0, G, mean are finite; `what` prefixes
 /// the message (e.g. the method name).

@@ -57,7 +57,7 @@ std::vector<TaskDoc> load_task_docs(const TaskSpec& task, const std::filesystem:
       ALPS_FAIL(file.string(), " row ", docs.size(), " (line ", line_no, "): not valid JSON (", e.what(), ")");
     }
     ALPS_CHECK(j.is_object(), file.string(), " row ", docs.size(), " (line ", line_no, "): expected a JSON object");
-    docs.push_back(task.build(TaskRow(j, file.string(), static_cast<int64_t>(docs.size()))));
+    docs.push_back(task.build(TaskRow(j, file.string(), static_cast<int64_t>(docs.size()), line_no)));
   }
   ALPS_CHECK(!docs.empty(), "task ", task.name, ": ", file.string(), " holds no rows");
   return docs;

@@ -5,7 +5,8 @@
 namespace alps::eval {
 
 void TaskRow::fail(const std::string& field, const std::string& what) const {
-  ALPS_FAIL(file_, " row ", row_, ": field \"", field, "\": ", what);
+  const std::string line = line_ > 0 ? " (line " + std::to_string(line_) + ")" : "";
+  ALPS_FAIL(file_, " row ", row_, line, ": field \"", field, "\": ", what);
 }
 
 const nlohmann::json& TaskRow::at(const char* field) const {
