@@ -76,7 +76,11 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
       tasks.push_back(s);
     else
       try {
-        plan.datasets.push_back(resolve_dataset(s, data_dir));
+        Dataset d = resolve_dataset(s, data_dir);
+        // Named twice (wikitext2,wikitext2), a dataset is evaluated once, as a task is.
+        const bool again = std::any_of(plan.datasets.begin(), plan.datasets.end(),
+                                       [&](const Dataset& e) { return e.name == d.name && e.path == d.path; });
+        if (!again) plan.datasets.push_back(std::move(d));
       } catch (const Error& e) {
         ALPS_FAIL(e.what(), "; nor a zero-shot task (", task_names(), ")");
       }

@@ -232,9 +232,12 @@ void check_output_request(const OutputRequest& req) {
   ALPS_CHECK(!same_or_inside(cwd, cp), "--out ", shown,
              " is the current directory or contains it; alps replaces --out as a whole when the run completes: choose "
              "a new directory");
-  if (!req.dump_problems.empty())
+  if (!req.dump_problems.empty()) {
     ALPS_CHECK(!same_or_inside(fs::weakly_canonical(fs::absolute(req.dump_problems)), cp), "--dump-problems ",
                req.dump_problems.string(), " is inside --out, which is replaced as a whole when the run completes");
+    ALPS_CHECK(!fs::exists(req.dump_problems) || fs::is_directory(req.dump_problems), "--dump-problems ",
+               req.dump_problems.string(), " is a file, expected a directory");
+  }
 
   fs::path existing = p.parent_path();
   while (!fs::exists(existing)) existing = existing.parent_path();
@@ -256,13 +259,15 @@ OutputDir::OutputDir(const OutputRequest& req) : path_(normalize_output_path(req
   check_output_request(req);
   const fs::path& p = path_;
   if (!fs::exists(p)) {
+    // The parents this run makes go again with the output if the run saves nothing.
+    for (fs::path q = p.parent_path(); !q.empty() && !fs::exists(q); q = q.parent_path()) created_parents_.push_back(q);
     fs::create_directories(p.parent_path());
     created_ = ::mkdir(p.c_str(), 0777) == 0;
     ALPS_CHECK(created_ || errno == EEXIST, "cannot create ", p.string(), ": ", std::strerror(errno));
   }
   lock_ = io::DirLock::try_lock(p);
   if (!lock_) {
-    if (created_) ::rmdir(p.c_str());
+    remove_created();
     ALPS_FAIL("another alps run is writing to ", p.string(),
               " (it holds the lock on that directory): wait for it to finish or choose another --out");
   }
@@ -270,7 +275,7 @@ OutputDir::OutputDir(const OutputRequest& req) : path_(normalize_output_path(req
   try {
     start = decide_start(p, inspect_output(p), req);  // again under the lock: the directory may have changed
   } catch (...) {
-    if (created_) ::rmdir(p.c_str());
+    remove_created();
     throw;
   }
   resume_ = start == Start::kResume;
@@ -291,8 +296,14 @@ OutputDir::~OutputDir() {
   // A run that fails before saving anything leaves the output as it found it.
   if (!fs::exists(state_dir() / kStateFile, ec)) {
     fs::remove_all(state_dir(), ec);
-    if (created_) ::rmdir(path_.c_str());
+    remove_created();
   }
+}
+
+void OutputDir::remove_created() const {
+  if (!created_) return;
+  ::rmdir(path_.c_str());
+  for (const fs::path& q : created_parents_) ::rmdir(q.c_str());  // innermost first; fails harmlessly if not empty
 }
 
 fs::path OutputDir::sibling(const char* kind) const {

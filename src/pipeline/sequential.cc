@@ -576,7 +576,12 @@ report::RunReport run_prune(const PruneJob& job) {
                    rep.blocks_total);
       return rep;
     }
-    run.evaluate();
+    try {
+      run.evaluate();
+    } catch (const Error& e) {
+      ALPS_FAIL(e.what(), "\nevery block is pruned and saved: the same command with --resume continues from here (with "
+                "another --eval, or none, to write the checkpoint)");
+    }
   } catch (const c10::Error& e) {
     if (!is_device_out_of_memory(e)) throw;
     fail_out_of_memory(e, job, run.step(), rep.blocks_done);

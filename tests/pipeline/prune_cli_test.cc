@@ -322,6 +322,52 @@ TEST(PruneCli, DenseWeightsInOtherFormatsAreNotCopied) {
   EXPECT_TRUE(fs::exists(dir / "out/config.json"));
 }
 
+// An evaluation that fails after the pruning (here the final norm overflows the forward pass) says that every block
+// is saved and how to write the checkpoint; --resume without --eval then does.
+TEST(PruneCli, AFailedEvaluationKeepsThePrunedBlocks) {
+  test::TempDir dir;
+  const fs::path model = dir / "model";
+  fs::copy(model_dir(), model);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  {
+    io::SafetensorsFile f(model_dir() / "model.safetensors");
+    for (const auto& e : f.entries())
+      tensors.emplace_back(e.name, e.name == "model.norm.weight" ? at::full_like(f.tensor(e.name), 3e38)
+                                                                  : f.tensor(e.name).clone());
+  }
+  io::save_safetensors(model / "model.safetensors", tensors, {}, io::ExistingFile::kReplace);
+  std::vector<std::string> args = prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5"});
+  args[2] = model.string();  // --model
+  std::vector<std::string> with_eval = args;
+  for (const char* a : {"--eval", "tinystories", "--eval-max-windows", "1", "--eval-seqlen", "64"})
+    with_eval.push_back(a);
+  auto r = test::run_cli(with_eval, test::with_data_dir());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("every block is pruned and saved"), std::string::npos) << r.err;
+  args.push_back("--resume");
+  r = test::run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "out/model.safetensors"));
+}
+
+// The output's parents made by a run that fails before saving anything go with it; --dump-problems must be a
+// directory.
+TEST(PruneCli, AFailedRunLeavesNoDirectoriesAndDumpProblemsIsADirectory) {
+  test::TempDir dir;
+  std::ofstream(dir / "short.txt") << "Once upon a time.";
+  std::vector<std::string> args = prune_args(dir / "new/a/b", {"--method", "magnitude", "--sparsity", "0.5"});
+  args[6] = (dir / "short.txt").string();  // --calib
+  const auto r = test::run_cli(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(fs::exists(dir / "new")) << r.err;
+  std::ofstream(dir / "afile") << "x";
+  const auto f = test::run_cli(prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5",
+                                                        "--dump-problems", (dir / "afile").string()}));
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_NE(f.err.find("is a file, expected a directory"), std::string::npos) << f.err;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
 // Without --json the result is a summary table on stdout (logs stay on stderr); --eval-max-windows and --eval-limit
 // bound the evaluation, and the perplexity equals `alps eval` of the saved checkpoint over the same windows.
 TEST(PruneCli, SummaryOnStdoutAndBoundedEvaluation) {

@@ -75,12 +75,14 @@ class OutputDir {
 
  private:
   std::filesystem::path sibling(const char* kind) const;
+  void remove_created() const;  // the output directory and the parents this run created, if still empty
 
   std::filesystem::path path_;
   std::optional<io::DirLock> lock_;
   std::optional<io::DirLock> staging_lock_;
   std::filesystem::path staging_;
   bool created_ = false;    // this run made the directory: remove it again if the run saves nothing
+  std::vector<std::filesystem::path> created_parents_;  // and these parents, innermost first
   bool resume_ = false;
   bool committed_ = false;
   bool keep_staging_ = false;  // a commit refused because of foreign files: the staged checkpoint is the user's now
