@@ -128,7 +128,9 @@ bool glob_match(const std::string& pattern, const std::string& name) {
   return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
-Recipe recipe_from_json(const json& j, const std::string& origin) {
+namespace {
+
+Recipe read_recipe_fields(const json& j, const std::string& origin) {
   io::JsonFields f(j, origin);
   Recipe r;
   f.get("description");
@@ -168,6 +170,20 @@ Recipe recipe_from_json(const json& j, const std::string& origin) {
   f.finish();
   check_recipe(r, origin);
   return r;
+}
+
+}  // namespace
+
+Recipe recipe_from_json(const json& j, const std::string& origin) {
+  // A recipe stands for command-line flags: whatever in it no run can accept (an unknown key, a value of the wrong
+  // type or out of range) is a usage error, as the same flag would be.
+  try {
+    return read_recipe_fields(j, origin);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what(), e.where());
+  }
 }
 
 Recipe load_recipe(const std::filesystem::path& path) {

@@ -57,6 +57,10 @@ TEST(Recipe, RejectsUnknownKeysAndWrongTypesNamingThem) {
   // The old name of refine_iterations, which ALPS's own option shares: a pointed message, not "unknown key".
   EXPECT_NE(message(R"({"pcg_iterations": 5})").find("\"pcg_iterations\" is now \"refine_iterations\""),
             std::string::npos);
+  // A recipe stands for flags: what no run accepts is a usage error (exit 2), as the same flag would be.
+  for (const char* text : {R"({"sparsty": 0.5})", R"({"batch_size": "big"})", R"({"sparsity": 2})",
+                           R"({"overrides": [{"sparsity": 0.5}]})", R"({"skip": "x"})"})
+    EXPECT_THROW(recipe_from_json(nlohmann::json::parse(text), "test"), UsageError) << text;
 }
 
 // Every knob of the table: written by recipe_to_json under its key (inside "calibration" where it belongs), read
