@@ -457,7 +457,7 @@ class PruneRun {
       lr.stats = res.solution.stats;
       m_.set_tensor(lj.weight, res.W);
     } catch (const Error& e) {
-      ALPS_FAIL("block ", b, " ", lj.name, ": ", e.what());
+      ALPS_FAIL("block ", b + 1, "/", rep_.blocks_total, " ", lj.name, ": ", e.what());
     }
     lr.method = lj.method;
     lr.pattern = pattern.str();
