@@ -89,7 +89,6 @@ int run_eval(const EvalArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   for (const eval::DatasetResult& r : eval::evaluate(m, prepared.datasets, opt)) results.push_back(eval::to_json(r));
   const std::vector<eval::TaskResult> task_results = eval::evaluate_tasks(m, std::move(prepared.tasks), zopt);
-  const std::vector<eval::Dataset>& datasets = plan.datasets;
   nlohmann::json task_json = nlohmann::json::array();
   for (const eval::TaskResult& r : task_results) task_json.push_back(eval::to_json(r));
   if (a.common.json) {
@@ -100,7 +99,7 @@ int run_eval(const EvalArgs& a) {
                 {"seqlen", seqlen},
                 {"results", results},
                 {"tasks", task_json}});
-  } else if (!datasets.empty()) {
+  } else if (!plan.datasets.empty()) {
     std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12} {:>9}\n", "dataset", "windows", "tokens", "perplexity",
                              "seconds");
     for (const auto& r : results)
@@ -109,7 +108,7 @@ int run_eval(const EvalArgs& a) {
                                r["seconds"].get<double>());
   }
   if (!a.common.json && !task_results.empty()) {
-    if (!datasets.empty()) std::cout << "\n";
+    if (!plan.datasets.empty()) std::cout << "\n";
     std::cout << eval::format_task_table(task_results);
   }
   std::cout.flush();

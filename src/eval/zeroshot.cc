@@ -92,7 +92,9 @@ std::vector<PreparedTask> prepare_tasks(const model::CausalLM& model, const toke
       for (size_t k = 0; k < d.requests.size(); ++k) {
         t.encoded.push_back(encode_request(tokenizer, d.requests[k], options.scoring.add_bos));
         const EncodedRequest& e = t.encoded.back();
-        auto where = [&] { return fmt::format("task {}: {} row {} request {}", task.spec->name, task.file.string(), d.row, k); };
+        auto where = [&] {
+          return fmt::format("task {}: {} row {} request {}", task.spec->name, task.file.string(), d.row, k);
+        };
         // lm-eval stops here too: a continuation is never truncated.
         ALPS_CHECK(static_cast<int64_t>(e.continuation.size()) <= max_length, where(), ": the continuation is ",
                    e.continuation.size(), " tokens, more than the model's maximum length ", max_length);

@@ -59,8 +59,9 @@ void StagedPath::commit(ExistingFile existing) {
   } else if (!rename_no_replace(temp_, final_)) {
     const int err = errno;
     if (err == EEXIST) committed_ = true;  // the output stays under its temporary name, as the error says
-    ALPS_CHECK(err != EEXIST, "cannot write ", final_.string(), ": a file by that name appeared while alps was running; ",
-               "alps does not replace files unless told to (--overwrite). The output is in ", temp_.string());
+    ALPS_CHECK(err != EEXIST, "cannot write ", final_.string(),
+               ": a file by that name appeared while alps was running; alps does not replace files unless told to "
+               "(--overwrite). The output is in ", temp_.string());
     ALPS_FAIL("cannot write ", final_.string(), ": ", std::strerror(err));
   }
   committed_ = true;

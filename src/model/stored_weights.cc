@@ -54,7 +54,9 @@ bool is_weights_file(const std::string& name) {
   static const std::set<std::string> kExtensions = {".safetensors", ".bin", ".pt",   ".pth",  ".ckpt", ".h5",
                                                     ".msgpack",     ".gguf", ".ggml", ".onnx", ".ot",   ".tflite",
                                                     ".mlmodel",     ".npz"};
-  auto weights_extension = [](const std::string& n) { return kExtensions.count(fs::path(n).extension().string()) > 0; };
+  auto weights_extension = [](const std::string& n) {
+    return kExtensions.count(fs::path(n).extension().string()) > 0;
+  };
   const std::string index = ".index.json";
   if (name.size() > index.size() && name.compare(name.size() - index.size(), index.size(), index) == 0)
     return weights_extension(name.substr(0, name.size() - index.size()));

@@ -56,8 +56,8 @@ at::Tensor sample_windows(const std::vector<std::string>& documents, const token
       try {
         ids = tokenizer.encode(documents[doc], true);
       } catch (const Error& e) {  // the tokenizer's own errors (invalid UTF-8 at byte N) do not know the file
-        ALPS_FAIL("calibration source ", options.source, (documents.size() > 1 ? fmt::format(" document {}", doc) : ""),
-                  ": ", e.what());
+        const std::string which = documents.size() > 1 ? fmt::format(" document {}", doc) : "";
+        ALPS_FAIL("calibration source ", options.source, which, ": ", e.what());
       }
       it = cache.emplace(doc, std::move(ids)).first;
     }

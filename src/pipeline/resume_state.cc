@@ -55,7 +55,8 @@ fs::path StateDir::inputs_file(int64_t b) const { return dir_ / fmt::format("inp
 void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
                     const at::Tensor& next_inputs) {
   // A resumed run may write a block's file again (it stopped between the file and state.json).
-  if (s.next_block > 0) io::save_safetensors(block_file(s.next_block - 1), block_weights, {}, io::ExistingFile::kReplace);
+  if (s.next_block > 0)
+    io::save_safetensors(block_file(s.next_block - 1), block_weights, {}, io::ExistingFile::kReplace);
   crash_point("state-block-saved");
   // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
   io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
