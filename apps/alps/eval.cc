@@ -66,7 +66,7 @@ int run_eval(const EvalArgs& a) {
   // Resolve every dataset and task file, then read, tokenise and check all of them, before the slow part: a typo
   // or a bad row fails at once, not after the datasets and tasks before it were scored.
   eval::EvalPlan plan;
-  for (const std::string& s : specs) plan.datasets.push_back(eval::resolve_dataset(s, data));
+  for (const std::string& s : specs) eval::add_dataset(plan, eval::resolve_dataset(s, data));
   if (!a.tasks.empty())
     plan.tasks = eval::resolve_tasks(split_list(a.tasks),
                                      a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),

@@ -68,6 +68,12 @@ nlohmann::json to_json(const DatasetResult& r) {
           {"tokens_per_second", static_cast<double>(r.result.tokens) / std::max(r.result.seconds, 1e-9)}};
 }
 
+void add_dataset(EvalPlan& plan, Dataset d) {
+  const bool again = std::any_of(plan.datasets.begin(), plan.datasets.end(),
+                                 [&](const Dataset& e) { return e.name == d.name && e.path == d.path; });
+  if (!again) plan.datasets.push_back(std::move(d));
+}
+
 EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir) {
   EvalPlan plan;
   std::vector<std::string> tasks;
@@ -76,11 +82,7 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
       tasks.push_back(s);
     else
       try {
-        Dataset d = resolve_dataset(s, data_dir);
-        // Named twice (wikitext2,wikitext2), a dataset is evaluated once, as a task is.
-        const bool again = std::any_of(plan.datasets.begin(), plan.datasets.end(),
-                                       [&](const Dataset& e) { return e.name == d.name && e.path == d.path; });
-        if (!again) plan.datasets.push_back(std::move(d));
+        add_dataset(plan, resolve_dataset(s, data_dir));
       } catch (const Error& e) {
         ALPS_FAIL(e.what(), "; nor a zero-shot task (", task_names(), ")");
       }

@@ -60,6 +60,11 @@ TEST(EvalCli, EvalJsonMatchesLibraryPerplexity) {
   // In-domain text on a model trained on it: low but not trivial perplexity.
   EXPECT_GT(lib.ppl, 2.0);
   EXPECT_LT(lib.ppl, 10.0);
+
+  // A dataset named twice is evaluated once.
+  const auto twice = json_of(test::run_cli({"eval", "--model", stories().string(), "--ppl",
+                                            sample.string() + "," + sample.string(), "--seqlen", "128", "--json"}));
+  EXPECT_EQ(twice["results"].size(), 1u);
 }
 
 TEST(EvalCli, DefaultSeqlenIsModelPositionsAndTableIsPrinted) {

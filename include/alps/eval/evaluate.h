@@ -54,6 +54,8 @@ struct EvalPlan {
   std::vector<TaskInput> tasks;
 };
 EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::filesystem::path& data_dir);
+/// Adds `d` to the plan's datasets unless it is there already: a dataset named twice is evaluated once, as a task is.
+void add_dataset(EvalPlan& plan, Dataset d);
 
 /// Everything the evaluation reads, tokenised and built: every dataset and every task's requests.
 struct PreparedEvaluation {
