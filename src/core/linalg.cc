@@ -113,7 +113,7 @@ void syrk_lower(at::Tensor& C, const at::Tensor& A, bool transpose_a, double bet
   if (beta == 0) {
     at::mm_out(C, op, op.t());
   } else {
-    C.mul_(beta).addmm_(op, op.t());
+    C.addmm_(op, op.t(), beta);  // beta in the product itself: no separate pass over C (none at all for beta = 1)
   }
 }
 

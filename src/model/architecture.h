@@ -102,6 +102,9 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// on alps's own threads, each tile's scores kept in one core's cache (fp32 on the CPU); `automatic`, tiled where
 /// it applies, BLAS has a pool of its own (core/threads.h) and a sequence's scores are not a handful, else batched.
 enum class AttentionSchedule { automatic, batched, tiled };
+/// Scores a batched step holds at most by default (elements): ~24 MB in fp32, below glibc's largest mmap threshold,
+/// so that on the CPU the buffer is reused instead of being mapped and page-faulted afresh for every step.
+inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;
 
 /// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]
 /// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`

@@ -186,10 +186,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     // the OPT-125M and SmolLM2 shapes, 64K and less up to 1.6x slower (alps_bench_block).
     attend_tiled(q5, k, v, out5, chunk, window, past, hidden_keys, max_scores > 0 ? max_scores : int64_t{256} << 10);
   } else {
-    // ~24 MB per step, below glibc's largest mmap threshold, so the buffer is reused instead of being mapped and
-    // page-faulted afresh for every step.
     attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden_keys,
-                   max_scores > 0 ? max_scores : int64_t{6} << 20);
+                   max_scores > 0 ? max_scores : kBatchedStepScores);
   }
   return out.view({B, T, H * D});
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -106,6 +107,11 @@ CausalLM CausalLM::load(const fs::path& dir) {
 const ModelConfig& CausalLM::config() const { return state_->config; }
 const fs::path& CausalLM::dir() const { return state_->dir; }
 int64_t CausalLM::num_blocks() const { return state_->config.num_layers; }
+int64_t CausalLM::attention_scores_bytes(int64_t batch, int64_t seqlen, c10::ScalarType dtype) const {
+  const int64_t scores = std::min(kBatchedStepScores, batch * state_->config.num_heads * seqlen * seqlen);
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  return scores * (dtype == c10::kFloat || dtype == c10::kDouble ? element : 2 * element + 4);
+}
 std::vector<std::string> CausalLM::linear_names() const { return state_->arch->linear_names(); }
 
 std::string CausalLM::weight_name(int64_t block, const std::string& linear) const {
@@ -126,9 +132,17 @@ c10::Device CausalLM::compute_device() const { return state_->device; }
 c10::ScalarType CausalLM::compute_dtype() const { return state_->dtype; }
 
 void CausalLM::load_all() {
+  load_non_block();
+  for (int64_t i = 0; i < num_blocks(); ++i) load_block(i);
+}
+
+void CausalLM::load_non_block() {
   for (const std::string& name : state_->arch->non_block_tensors())
     if (state_->stored.host.count(name)) state_->make_resident(name);
-  for (int64_t i = 0; i < num_blocks(); ++i) load_block(i);
+}
+
+void CausalLM::unload_non_block() {
+  for (const std::string& name : state_->arch->non_block_tensors()) state_->resident.erase(name);
 }
 
 void CausalLM::load_block(int64_t i) {

@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
@@ -226,15 +229,33 @@ class Llama final : public Architecture {
   // computed in fp32 like transformers, then cast to the compute dtype.
   std::pair<at::Tensor, at::Tensor> rope_tables(const Placement& at, int64_t T, c10::Device device,
                                                 c10::ScalarType dtype) const {
-    const at::Tensor positions = at.positions.defined() ? at.positions.to(device)
-                                                        : at::arange(at.past, at.past + T, at::kLong).to(device);
-    const at::Tensor inv = inv_freq(at.sequence_length(T)).to(device);
+    // Made on the device: a blocking upload from the host would make every block of a GPU forward wait for the GPU.
+    const at::Tensor positions = at.positions.defined()
+                                     ? at.positions.to(device)
+                                     : at::arange(at.past, at.past + T, at::TensorOptions(at::kLong).device(device));
+    const at::Tensor inv = device_inv_freq(at.sequence_length(T), device);
     at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv;  // [B or 1, T, D/2]
     at::Tensor emb = at::cat({freqs, freqs}, -1).view({-1, 1, T, c_.head_dim});
     return {emb.cos().to(dtype), emb.sin().to(dtype)};
   }
 
+  // inv_freq on `device`, computed on the host as transformers computes it and uploaded once per device and length
+  // that changes it (only dynamic scaling past max_position_embeddings does).
+  at::Tensor device_inv_freq(int64_t T, c10::Device device) const {
+    const bool by_length = c_.rope_scaling && c_.rope_scaling->type == "dynamic" && T > c_.max_positions;
+    const std::pair<std::string, int64_t> key{device.str(), by_length ? T : 0};
+    std::lock_guard<std::mutex> lock(inv_freq_mu_);
+    auto it = inv_freq_on_device_.find(key);
+    if (it == inv_freq_on_device_.end()) {
+      if (inv_freq_on_device_.size() > 64) inv_freq_on_device_.clear();  // dynamic lengths: keep the map small
+      it = inv_freq_on_device_.emplace(key, inv_freq(T).to(device)).first;
+    }
+    return it->second;
+  }
+
   ModelConfig c_;
+  mutable std::mutex inv_freq_mu_;
+  mutable std::map<std::pair<std::string, int64_t>, at::Tensor> inv_freq_on_device_;
 };
 
 }  // namespace

@@ -101,7 +101,10 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
   }
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates.
   const int64_t solver = 4 * max_in * max_in * 8;
-  const int64_t batch = r.batch_size * r.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4;
+  // One batch's activations, and on a GPU the scores of one batched attention step beside them.
+  const int64_t batch = r.batch_size * r.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4 +
+                        (resolve_device(r.device).is_cuda() ? m.attention_scores_bytes(r.batch_size, r.seqlen, dtype)
+                                                            : 0);
   const int64_t device_stats = r.stats_device == "cpu" ? 0 : stats;
   // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
   // at most about one more batch of activations, until the pass ends.
@@ -117,7 +120,7 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType 
           {"formula",
            "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
            "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
-           "fp64) + batch activations"}};
+           "fp64) + batch activations (with one batched attention step's scores)"}};
 }
 
 // What happens to one linear, typed: the recipe's strings parsed and its method built once for the whole run.
@@ -308,9 +311,11 @@ class PruneRun {
     spdlog::info("calibration: {} windows of {} tokens from {}", r_.nsamples, r_.seqlen, source.string());
     step_ = "embedding the calibration windows";
     inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, host_options());
+    m_.load_non_block();  // once, not a copy (to the GPU, or to the compute dtype) of the embeddings per batch
     for_each_batch([&](int64_t i, int64_t n) {
       inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(device_)));
     });
+    m_.unload_non_block();
     rep_.phase_seconds["calibration"] += seconds_since(t0);
   }
 

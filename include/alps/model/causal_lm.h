@@ -43,6 +43,9 @@ class CausalLM {
   const ModelConfig& config() const;
   const std::filesystem::path& dir() const;
   int64_t num_blocks() const;
+  /// Bytes of attention scores a forward over [batch, seqlen] new positions holds at once where its attention runs
+  /// in batched steps (a GPU; half precision adds the fp32 softmax and its cast back), for memory estimates.
+  int64_t attention_scores_bytes(int64_t batch, int64_t seqlen, c10::ScalarType dtype) const;
   /// Prunable linears of a block, short names in execution order (OPT: self_attn.{q,k,v,out}_proj, fc1, fc2;
   /// LLaMA: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj).
   std::vector<std::string> linear_names() const;
@@ -58,6 +61,9 @@ class CausalLM {
   /// Makes block i resident / drops its resident copy. A forward on a non-resident block copies it for that call.
   void load_block(int64_t i);
   void unload_block(int64_t i);
+  /// The same for the tensors outside the blocks (embeddings, final norm, head).
+  void load_non_block();
+  void unload_non_block();
 
   /// Token ids [batch, seq] (int64) at positions 0 .. seq - 1 -> hidden states entering block 0,
   /// [batch, seq, hidden], compute dtype.
