@@ -111,6 +111,7 @@ std::string summary_text(const RunReport& r) {
     int count = 0;
   };
   std::map<std::string, Kind> by_kind;
+  std::map<std::string, int> uses;  // "method pattern" -> layers
   for (const auto& l : r.layers) {
     const int64_t n = l.shape.size() == 2 ? l.shape[0] * l.shape[1] : 0;
     total += n;
@@ -119,6 +120,7 @@ std::string summary_text(const RunReport& r) {
       continue;
     }
     ++pruned;
+    ++uses[l.method + " " + l.pattern];
     zeros += static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
     solve += l.seconds + l.refine_seconds;
     const auto dot = l.name.find('.', l.name.find("layers.") + 7);
@@ -127,9 +129,17 @@ std::string summary_text(const RunReport& r) {
     k.seconds += l.seconds + l.refine_seconds;
     ++k.count;
   }
+  // What the layers were pruned with: the recipe's method and pattern, or each one overrides gave and how often.
+  std::string what = r.recipe.value("method", "?") + " " + r.recipe.value("pattern", "?");
+  if (uses.size() == 1) what = uses.begin()->first;
+  if (uses.size() > 1) {
+    what.clear();
+    for (const auto& [use, count] : uses)
+      what += fmt::format("{}{} ({} layer{})", what.empty() ? "" : ", ", use, count, count == 1 ? "" : "s");
+  }
   std::string out = fmt::format(
-      "{} {}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%\n",
-      r.recipe.value("method", "?"), r.recipe.value("pattern", "?"), pruned, skipped, r.blocks_done, r.blocks_total,
+      "{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%\n", what, pruned,
+      skipped, r.blocks_done, r.blocks_total,
       total > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(total) : 0.0);
   out += fmt::format("\n{:<24} {:>6} {:>15} {:>10}\n", "layer kind", "layers", "mean rel. error", "solve s");
   for (const auto& [kind, k] : by_kind)

@@ -1,4 +1,5 @@
 #include "alps/pipeline/recipe.h"
+#include "alps/report/report.h"
 
 #include <gtest/gtest.h>
 
@@ -186,6 +187,29 @@ TEST(Recipe, ShippedConfigsParse) {
     ++n;
   }
   EXPECT_GE(n, 4);
+}
+
+// The summary's first line says what the layers were pruned with: the recipe's method and pattern, or, where
+// overrides gave others, each one and how many layers it pruned.
+TEST(Recipe, SummaryNamesWhatTheLayersWerePrunedWith) {
+  report::RunReport r;
+  r.recipe = {{"method", "wanda"}, {"pattern", "0.5"}};
+  r.blocks_done = r.blocks_total = 1;
+  auto layer = [](const std::string& name, const std::string& method, const std::string& pattern) {
+    report::LayerReport l;
+    l.name = "model.layers.0." + name;
+    l.shape = {4, 4};
+    l.method = method;
+    l.pattern = pattern;
+    l.sparsity = 0.5;
+    return l;
+  };
+  r.layers = {layer("self_attn.q_proj", "wanda", "0.5"), layer("mlp.up_proj", "wanda", "0.5")};
+  EXPECT_EQ(report::summary_text(r).rfind("wanda 0.5: 2 linear layers pruned", 0), 0u) << report::summary_text(r);
+  r.layers.push_back(layer("mlp.down_proj", "sparsegpt", "2:4"));
+  EXPECT_EQ(report::summary_text(r).rfind("sparsegpt 2:4 (1 layer), wanda 0.5 (2 layers): 3 linear layers pruned", 0),
+            0u)
+      << report::summary_text(r);
 }
 
 }  // namespace
