@@ -36,11 +36,6 @@ std::vector<TokenizedDataset> tokenize_datasets(const std::vector<Dataset>& data
   return out;
 }
 
-std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
-                                    const std::vector<Dataset>& datasets, const PerplexityOptions& options) {
-  return evaluate(model, tokenize_datasets(datasets, tokenizer, options.seqlen), options);
-}
-
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const std::vector<TokenizedDataset>& datasets,
                                     const PerplexityOptions& options) {
   std::vector<DatasetResult> out;

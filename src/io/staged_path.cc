@@ -48,11 +48,12 @@ StagedPath::~StagedPath() {
 void StagedPath::commit(ExistingFile existing) {
   ALPS_CHECK(fs::exists(temp_), "nothing was written to ", temp_.string(), " for ", final_.string());
   // Data before name: after a crash the final name must never point at a file whose blocks were not yet written.
-  if (fs::is_directory(temp_))
+  const bool directory = fs::is_directory(temp_);
+  if (directory)
     sync_tree(temp_);
   else
     sync_path(temp_);
-  if (fs::is_directory(temp_) || existing == ExistingFile::kReplace) {
+  if (directory || existing == ExistingFile::kReplace) {
     ALPS_CHECK(::rename(temp_.c_str(), final_.c_str()) == 0, "cannot write ", final_.string(), ": ",
                errno == ENOTEMPTY || errno == EEXIST ? "a directory that is not empty is in the way"
                                                      : std::strerror(errno));

@@ -39,9 +39,6 @@ std::vector<TokenizedDataset> tokenize_datasets(const std::vector<Dataset>& data
 /// The perplexity of each tokenised dataset with `model` as it is placed.
 std::vector<DatasetResult> evaluate(const model::CausalLM& model, const std::vector<TokenizedDataset>& datasets,
                                     const PerplexityOptions& options);
-/// tokenize_datasets, then the above.
-std::vector<DatasetResult> evaluate(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
-                                    const std::vector<Dataset>& datasets, const PerplexityOptions& options);
 
 /// {"dataset", "path", "seqlen", "windows", "tokens", "dataset_tokens", "nll", "perplexity", "seconds",
 ///  "tokens_per_second"}
