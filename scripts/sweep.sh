@@ -4,7 +4,9 @@
 #
 # Restartable: a finished run's report is kept in SWEEP/reports/ and never redone; an interrupted run is continued
 # with `alps prune --resume`; a sweep directory remembers its settings (sweep.json) and a rerun with other settings
-# is refused, naming the difference. One sweep per directory at a time (flock).
+# is refused, naming the difference. One sweep per directory at a time (flock). With --archive, the finished reports
+# also live in a second directory (one under version control, say), so that a sweep started on a fresh machine from
+# that archive redoes nothing that finished anywhere.
 #
 # Usage: scripts/sweep.sh --model DIR --out SWEEP [options]
 #   --methods LIST        methods (default alps,sparsegpt,wanda,dsnot,magnitude)
@@ -22,13 +24,16 @@
 #   --drop-checkpoints    delete each run's pruned checkpoint once its report is kept (the runs of a 7B sweep
 #                         would not fit on most disks); the reports keep every figure
 #   --title TEXT          title of the tables and the plot (default: the model directory's name)
+#   --archive DIR         keep a copy of sweep.json, every finished report and the summary in DIR as well; reports
+#                         found there and not in SWEEP are taken over instead of being rerun (DIR must hold the
+#                         same settings, or nothing yet)
 #   -- ARGS...            passed to every `alps prune` (e.g. --batch-size 4 --threads 2); part of the settings
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 model="" out="" methods="alps,sparsegpt,wanda,dsnot,magnitude" patterns="0.5,0.6,0.7,0.8,2:4"
 nsamples=128 seqlen=2048 calib=c4 eval=wikitext2,ptb eval_seqlen=0 eval_max_windows=0 eval_limit=0
-data_dir="" alps="$repo/build/apps/alps/alps" drop=0 title="" extra=()
+data_dir="" alps="$repo/build/apps/alps/alps" drop=0 title="" archive="" extra=()
 
 die() { echo "sweep: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
     --alps) alps=$2; shift 2 ;;
     --drop-checkpoints) drop=1; shift ;;
     --title) title=$2; shift 2 ;;
+    --archive) archive=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "sweep: unknown option '$1'" >&2; usage ;;
@@ -84,8 +90,13 @@ fi
 mkdir -p "$out/reports" "$out/runs" "$out/logs"
 exec 9>"$out/.sweep.lock"
 flock -n 9 || die "another sweep is running in $out"
-if [ -f "$out/sweep.json" ]; then
-  python3 - "$out/sweep.json" "$settings" <<'PY' || die "$out was made by a sweep with other settings (above); use a new --out"
+# Binds DIR to the settings: records them in a new DIR, or checks that DIR's match (naming each difference).
+bind_settings() {  # DIR
+  if [ ! -f "$1/sweep.json" ]; then
+    printf '%s\n' "$settings" >"$1/sweep.json.tmp" && mv "$1/sweep.json.tmp" "$1/sweep.json"
+    return
+  fi
+  python3 - "$1/sweep.json" "$settings" <<'PY' || die "$1 was made by a sweep with other settings (above); use a new directory"
 import json, os, sys
 path = sys.argv[1]
 old, new = json.load(open(path)), json.loads(sys.argv[2])
@@ -105,8 +116,30 @@ if legacy and not diff:
     print(f"sweep: {path} now records the data directory {new['data_dir']}", file=sys.stderr)
 sys.exit(1 if diff else 0)
 PY
-else
-  printf '%s\n' "$settings" >"$out/sweep.json.tmp" && mv "$out/sweep.json.tmp" "$out/sweep.json"
+}
+
+# Keeps a file only when it is whole: written beside, then renamed.
+keep_report() {  # SRC DEST
+  cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
+}
+
+bind_settings "$out"
+if [ -n "$archive" ]; then
+  if [ -e "$archive" ] && [ ! -d "$archive" ]; then die "--archive $archive is not a directory"; fi
+  if [ -d "$archive" ] && [ ! -f "$archive/sweep.json" ] && [ -n "$(ls -A "$archive")" ]; then
+    die "--archive $archive holds files that are not a sweep's; choose a new or empty directory"
+  fi
+  mkdir -p "$archive/reports"
+  bind_settings "$archive"
+  # Each side gets the finished reports it lacks; a report both hold is the same run's and stays as it is.
+  take_missing_reports() {  # FROM TO
+    local f
+    for f in "$1"/reports/*.json; do
+      if [ -f "$f" ] && [ ! -e "$2/reports/${f##*/}" ]; then keep_report "$f" "$2/reports/${f##*/}"; fi
+    done
+  }
+  take_missing_reports "$archive" "$out"
+  take_missing_reports "$out" "$archive"
 fi
 
 IFS=, read -r -a method_list <<<"$methods"
@@ -122,9 +155,8 @@ progress() {
   echo "sweep: [$done_count/$total] $1 ($2; sweep elapsed ${elapsed}s)" >&2
 }
 
-# Keeps a report only when it is whole: written beside, then renamed.
-keep_report() {  # SRC DEST
-  cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
+archive_report() {  # NAME: a report finished in SWEEP goes to the archive at once
+  [ -z "$archive" ] || keep_report "$out/reports/$1" "$archive/reports/$1"
 }
 
 # Dense baseline: the same evaluation on the unpruned model.
@@ -138,9 +170,11 @@ else
   for e in "${evals[@]}"; do
     if [[ " $known_tasks all " == *" $e "* ]]; then tasks+=("$e"); else ppl+=("$e"); fi
   done
-  cmd=("$alps" eval --model "$model" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows" --json)
+  cmd=("$alps" eval --model "$model" --json)
   [ -z "$data_dir" ] || cmd+=(--data-dir "$data_dir")
-  [ ${#ppl[@]} -eq 0 ] || cmd+=(--ppl "$(IFS=,; echo "${ppl[*]}")")
+  # The window flags belong to perplexity: alps refuses them in a run of tasks alone.
+  [ ${#ppl[@]} -eq 0 ] ||
+    cmd+=(--ppl "$(IFS=,; echo "${ppl[*]}")" --seqlen "$eval_seqlen" --max-windows "$eval_max_windows")
   [ ${#tasks[@]} -eq 0 ] || cmd+=(--tasks "$(IFS=,; echo "${tasks[*]}")" --limit "$eval_limit")
   echo "+ ${cmd[*]}" >"$out/logs/dense.log"
   t0=$(date +%s)
@@ -149,6 +183,7 @@ else
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["wall_seconds"]=int(sys.argv[2]); json.dump(d,open(sys.argv[1],"w"),indent=1)' \
     "$out/reports/dense.json.tmp" "$(( $(date +%s) - t0 ))"
   mv "$out/reports/dense.json.tmp" "$out/reports/dense.json"
+  archive_report dense.json
   progress dense "$(( $(date +%s) - t0 ))s"
 fi
 
@@ -173,6 +208,7 @@ for pattern in "${pattern_list[@]}"; do
       "${cmd[@]}" >/dev/null 2>>"$out/logs/$run.log" || die "$run failed; see $out/logs/$run.log"
     fi
     keep_report "$dir/alps-report.json" "$report"
+    archive_report "$run.json"
     [ "$drop" -eq 0 ] || rm -rf -- "$dir"
     progress "$run" "done"
   done
@@ -180,3 +216,9 @@ done
 
 python3 "$repo/scripts/sweep_summary.py" "$out"
 echo "sweep: tables in $out/summary.md and $out/summary.json" >&2
+if [ -n "$archive" ]; then
+  for f in "$out"/summary.md "$out"/summary.json "$out"/*.png; do
+    if [ -f "$f" ]; then keep_report "$f" "$archive/${f##*/}"; fi
+  done
+  echo "sweep: reports and summary kept in $archive" >&2
+fi

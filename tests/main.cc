@@ -1,5 +1,4 @@
 // Test entry point: the same binaries pass on CPU-only machines, where tests named *_CUDA are filtered out.
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <torch/cuda.h>
@@ -7,16 +6,20 @@
 #include <cstdlib>
 #include <string>
 
+#include "alps/core/threads.h"
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   spdlog::set_level(spdlog::level::warn);
   // ctest runs test processes side by side (-j), about one per core. A libtorch whose OpenMP pool has a thread per
   // core (PyPI's; Debian's has one) then oversubscribes the cores, and OpenMP's spin-waiting turns that into runs ten
   // times slower. One thread per test process, and per alps process it starts (they inherit the variable), unless
-  // the caller chose otherwise.
+  // the caller chose otherwise. OpenBLAS read the variable when it was loaded, before it was set here: its pool is
+  // set too, so that a test comparing its own result with an alps process's runs the same arithmetic (on some CPUs
+  // OpenBLAS's products round differently with another thread count).
   if (std::getenv("OMP_NUM_THREADS") == nullptr) {
     setenv("OMP_NUM_THREADS", "1", 0);
-    at::set_num_threads(1);
+    alps::configure_threads(1);
   }
   if (!torch::cuda::is_available()) {
     std::string filter = ::testing::GTEST_FLAG(filter);

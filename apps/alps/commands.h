@@ -50,10 +50,13 @@ CLI::Validator positive_real();
 CLI::Validator zero_or_at_least(int64_t lo, const std::string& zero_means = "the default");
 /// An unsigned 64-bit integer written in decimal digits (no sign, no overflow).
 CLI::Validator uint64_text();
-/// A comma-separated list with at least one item: an empty --tasks or --eval would silently do another job.
-CLI::Validator non_empty_list();
+/// A comma-separated list with at least one item: an empty --tasks or --eval would silently do another job. With
+/// `each_problem`, every item must be a name it finds nothing wrong with.
+CLI::Validator non_empty_list(std::string (*each_problem)(std::string_view) = nullptr);
 /// A sparsity in [0, 1) or N:M with 1 <= N <= M (prune::Pattern::parse).
 CLI::Validator pattern_text();
+/// A name that `problem` (device_name_problem, dtype_name_problem, ...) finds nothing wrong with.
+CLI::Validator known_name(std::string (*problem)(std::string_view), const std::string& description);
 
 void add_solve_layer_command(CLI::App& app, Runner& runner);
 void add_make_problem_command(CLI::App& app, Runner& runner);

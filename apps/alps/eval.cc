@@ -133,7 +133,9 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--seqlen", a->seqlen, "Tokens per window, >= 2 (default 0: min(2048, max_position_embeddings))")
       ->check(zero_or_at_least(2));
   cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
-  cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32 (fp64 for checks), or fp16/bf16 on CUDA")
+      ->capture_default_str()
+      ->check(known_name(dtype_name_problem, "DTYPE"));
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")
       ->capture_default_str()
       ->check(int_at_least(0));
@@ -143,7 +145,7 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--tasks", a->tasks,
                   "Comma-separated zero-shot tasks, scored as lm-evaluation-harness 0.4.9 scores them: " +
                       eval::task_names() + ", or all")
-      ->check(non_empty_list());
+      ->check(non_empty_list(eval::task_name_problem));
   cmd->add_option("--limit", a->limit, "Score the first N documents of each task (0 = all)")->check(int_at_least(0));
   cmd->add_option("--task-data", a->task_data, "Directory of the task files (default DATA_DIR/eval)");
   cmd->add_option("--task-file", a->task_files, "TASK=FILE: one task's file (repeatable)");

@@ -123,7 +123,9 @@ void add_generate_command(CLI::App& app, Runner& runner) {
                   "Tokens to generate (stops early at EOS or the model's positions; 0 only tokenizes the prompt)")
       ->capture_default_str()
       ->check(int_at_least(0));
-  cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32, or fp16/bf16 on CUDA")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32 (fp64 for checks), or fp16/bf16 on CUDA")
+      ->capture_default_str()
+      ->check(known_name(dtype_name_problem, "DTYPE"));
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Keep generating after EOS (for timing a fixed number of tokens)");
   add_common_flags(cmd, a->common);
   cmd->callback([a, &runner] { runner = [a] { return run_generate(*a); }; });

@@ -30,7 +30,9 @@ namespace alps::cli {
 void add_common_flags(CLI::App* cmd, CommonOptions& common, bool with_device) {
   cmd->add_flag("--json", common.json, "Print one JSON document on stdout (logs go to stderr)");
   if (with_device)
-    cmd->add_option("--device", common.device, "Compute device: auto, cpu or cuda[:index]")->capture_default_str();
+    cmd->add_option("--device", common.device, "Compute device: auto, cpu or cuda[:index]")
+        ->capture_default_str()
+        ->check(known_name(device_name_problem, "DEVICE"));
 }
 
 void print_json(const nlohmann::json& doc) { std::cout << doc.dump(2) << std::endl; }
@@ -164,11 +166,14 @@ CLI::Validator uint64_text() {
       "UINT64");
 }
 
-CLI::Validator non_empty_list() {
+CLI::Validator non_empty_list(std::string (*each_problem)(std::string_view)) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (!split_list(text).empty()) return "";
-        return "expected a comma-separated list, got '" + text + "'";
+      [each_problem](std::string& text) -> std::string {
+        const std::vector<std::string> items = split_list(text);
+        if (items.empty()) return "expected a comma-separated list, got '" + text + "'";
+        for (const std::string& item : items)
+          if (each_problem != nullptr && !each_problem(item).empty()) return each_problem(item);
+        return "";
       },
       "LIST");
 }
@@ -184,6 +189,10 @@ CLI::Validator pattern_text() {
         return "";
       },
       "SPARSITY or N:M");
+}
+
+CLI::Validator known_name(std::string (*problem)(std::string_view), const std::string& description) {
+  return CLI::Validator([problem](std::string& text) { return problem(text); }, description);
 }
 
 }  // namespace alps::cli

@@ -24,10 +24,10 @@ void print_method(const nlohmann::json& m) {
     std::cout << "  options: none\n\n";
     return;
   }
-  std::cout << "  options (--option key=value, or \"options\" in a recipe):\n";
+  std::cout << "  options (--option key=value, or \"options\" in a recipe): name, type, default, meaning\n";
   for (const auto& o : m["options"])
-    std::cout << fmt::format("    {:<17} {:<10} {}\n", o["name"].get<std::string>(), o["default"].dump(),
-                             o["help"].get<std::string>());
+    std::cout << fmt::format("    {:<17} {:<8} {:<10} {}\n", o["name"].get<std::string>(),
+                             o["type"].get<std::string>(), o["default"].dump(), o["help"].get<std::string>());
   std::cout << "\n";
 }
 }  // namespace

@@ -86,6 +86,7 @@ void add_prune_command(CLI::App& app, Runner& runner) {
         std::visit([&](auto field) { return cmd->add_option(k.flag, a->flags.*field, k.help); }, k.field);
     o->capture_default_str();
     if (!k.choices.empty()) o->check(CLI::IsMember(k.choices));
+    if (k.problem != nullptr) o->check(known_name(k.problem, "NAME"));
     if (k.min) o->check(k.zero_means_default ? zero_or_at_least(*k.min) : int_at_least(*k.min));
     if (std::holds_alternative<uint64_t pipeline::Recipe::*>(k.field)) o->check(uint64_text());
   }

@@ -11,24 +11,41 @@
 
 namespace alps {
 
+namespace {
+struct DtypeName {
+  const char* name;
+  c10::ScalarType type;
+};
+constexpr DtypeName kDtypeNames[] = {{"fp32", c10::kFloat},      {"float32", c10::kFloat},  {"fp16", c10::kHalf},
+                                     {"float16", c10::kHalf},    {"half", c10::kHalf},      {"bf16", c10::kBFloat16},
+                                     {"bfloat16", c10::kBFloat16}, {"fp64", c10::kDouble}, {"float64", c10::kDouble}};
+
+bool is_cuda_name(std::string_view name) {
+  if (name.substr(0, 4) != "cuda") return false;
+  try {
+    return c10::Device(std::string(name)).is_cuda();
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+}  // namespace
+
+std::string device_name_problem(std::string_view name) {
+  if (name == "auto" || name == "cpu" || is_cuda_name(name)) return "";
+  return "unknown device '" + std::string(name) + "' (expected auto, cpu or cuda[:index])";
+}
+
 c10::Device resolve_device(std::string_view name) {
+  ALPS_USAGE_CHECK(device_name_problem(name).empty(), device_name_problem(name));
   if (name == "auto") return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   if (name == "cpu") return c10::Device(c10::kCPU);
-  if (name.substr(0, 4) == "cuda") {
-    ALPS_CHECK(torch::cuda::is_available(), "device '", name,
-               "' requested but this libtorch build sees no CUDA device (use --device cpu or auto)");
-    c10::Device device(c10::kCPU);
-    try {
-      device = c10::Device(std::string(name));
-    } catch (const c10::Error&) {
-      ALPS_USAGE_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
-    }
-    const int visible = static_cast<int>(torch::cuda::device_count());
-    ALPS_CHECK(!device.has_index() || device.index() < visible, "device '", name, "' requested but only ", visible,
-               " CUDA device(s) are visible (indices 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES renumbers them)");
-    return device;
-  }
-  ALPS_USAGE_FAIL("unknown device '", name, "' (expected auto, cpu or cuda[:index])");
+  ALPS_CHECK(torch::cuda::is_available(), "device '", name,
+             "' requested but this libtorch build sees no CUDA device (use --device cpu or auto)");
+  const c10::Device device(std::string{name});
+  const int visible = static_cast<int>(torch::cuda::device_count());
+  ALPS_CHECK(!device.has_index() || device.index() < visible, "device '", name, "' requested but only ", visible,
+             " CUDA device(s) are visible (indices 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES renumbers them)");
+  return device;
 }
 
 void synchronize(const c10::Device& device) {
@@ -57,11 +74,15 @@ bool is_device_out_of_memory(const c10::Error& e) {
 }
 
 c10::ScalarType parse_dtype(std::string_view name) {
-  if (name == "fp32" || name == "float32") return c10::kFloat;
-  if (name == "fp16" || name == "float16" || name == "half") return c10::kHalf;
-  if (name == "bf16" || name == "bfloat16") return c10::kBFloat16;
-  if (name == "fp64" || name == "float64") return c10::kDouble;
-  ALPS_USAGE_FAIL("unknown dtype '", name, "' (expected fp32, fp16, bf16 or fp64)");
+  for (const DtypeName& d : kDtypeNames)
+    if (name == d.name) return d.type;
+  ALPS_USAGE_FAIL(dtype_name_problem(name));
+}
+
+std::string dtype_name_problem(std::string_view name) {
+  for (const DtypeName& d : kDtypeNames)
+    if (name == d.name) return "";
+  return "unknown dtype '" + std::string(name) + "' (expected fp32, fp16, bf16 or fp64)";
 }
 
 std::string dtype_name(c10::ScalarType t) {

@@ -33,9 +33,8 @@ std::vector<TaskInput> resolve_tasks(const std::vector<std::string>& names, cons
       for (const TaskSpec& spec : task_registry()) add(spec);
       continue;
     }
-    const TaskSpec* spec = find_task(name);
-    ALPS_USAGE_CHECK(spec != nullptr, "unknown task '", name, "' (known: ", task_names(), ", or all)");
-    add(*spec);
+    ALPS_USAGE_CHECK(task_name_problem(name).empty(), task_name_problem(name));
+    add(*find_task(name));
   }
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');

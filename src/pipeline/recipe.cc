@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/io/json_fields.h"
 #include "alps/io/text_files.h"
@@ -86,9 +87,11 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"nsamples", true, "--nsamples", "Calibration windows", &Recipe::nsamples, {}, 1});
     k.push_back({"seqlen", true, "--seqlen", "Tokens per calibration window", &Recipe::seqlen, {}, 2});
     k.push_back({"seed", true, "--seed", "Calibration sampling seed", &Recipe::seed});
-    k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device});
-    k.push_back({"dtype", false, "--dtype", "Compute dtype of the forward passes: fp32, or fp16/bf16 on CUDA",
-                 &Recipe::dtype});
+    k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device, {},
+                 std::nullopt, false, device_name_problem});
+    k.push_back({"dtype", false, "--dtype",
+                 "Compute dtype of the forward passes: fp32 (fp64 for checks), or fp16/bf16 on CUDA", &Recipe::dtype,
+                 {}, std::nullopt, false, dtype_name_problem});
     k.push_back({"batch_size", false, "--batch-size", "Calibration windows per forward call", &Recipe::batch_size,
                  {}, 1});
     k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",
@@ -113,6 +116,8 @@ void check_recipe(const Recipe& r, const std::string& origin) {
     visit_field(k, r, [&](const auto& value) {
       using T = std::decay_t<decltype(value)>;
       if constexpr (std::is_same_v<T, std::string>) {
+        if (k.problem != nullptr && !k.problem(value).empty())
+          ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\": ", k.problem(value));
         if (k.choices.empty()) return;
         ALPS_USAGE_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
                          k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'");

@@ -102,7 +102,14 @@ TEST(ZeroShotCli, OwnTaskFilesAndErrors) {
 
   const auto unknown = run({"--tasks", "rte,hellaswagg"});
   EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_NE(unknown.err.find("unknown task 'hellaswagg'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("--tasks: unknown task 'hellaswagg'"), std::string::npos) << unknown.err;
+  // Names of other flags are checked as the command line is read, the message naming the flag.
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{{"--device", "gpu"},
+                                                                                     {"--dtype", "fp8"}}) {
+    const auto bad = run({"--tasks", "rte", flag, value});
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find(flag + ": unknown " + flag.substr(2) + " '" + value + "'"), std::string::npos) << bad.err;
+  }
   for (const char* flag : {"--add-bos", "--limit=3"}) {  // flags that only change task scoring, without tasks
     const auto alone = run({"--ppl", "tinystories", flag});
     EXPECT_EQ(alone.exit_code, 2) << flag;

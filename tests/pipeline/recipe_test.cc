@@ -76,15 +76,20 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
     json changed = defaults;
     json& slot = k.calibration ? changed["calibration"][k.key] : changed[k.key];
     // A valid value other than the default.
-    if (slot.is_string())
-      slot = !k.choices.empty() ? json(k.choices.back() == slot.get<std::string>() ? k.choices.front() : k.choices.back())
-                                : json("something-else");
-    else
+    if (slot.is_string() && !k.choices.empty()) {
+      slot = k.choices.back() == slot.get<std::string>() ? k.choices.front() : k.choices.back();
+    } else if (slot.is_string() && k.problem != nullptr) {  // a name another part of alps reads: one it accepts
+      for (const char* name : {"cpu", "cuda:1", "bf16", "fp64"})
+        if (k.problem(name).empty() && slot != name) slot = name;
+      ASSERT_NE(slot, defaults.contains(k.key) ? defaults[k.key] : json()) << "no other valid name known";
+    } else if (slot.is_string()) {
+      slot = "something-else";
+    } else
       slot = slot.get<int64_t>() + 3;
     const json back = recipe_to_json(recipe_from_json(changed, "recipe r.json"));
     EXPECT_EQ(k.calibration ? back["calibration"][k.key] : back[k.key], slot);
     // A value outside the rule.
-    if (!k.choices.empty()) {
+    if (!k.choices.empty() || k.problem != nullptr) {
       slot = "nonsense";
     } else if (k.min) {
       slot = *k.min - 1 == 0 && k.zero_means_default ? *k.min - 2 : *k.min - 1;
@@ -97,7 +102,8 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
     } catch (const Error& e) {
       message = e.what();
     }
-    EXPECT_NE(message.find("recipe r.json: \"" + k.path() + "\" must be"), std::string::npos) << message;
+    const std::string rule = k.problem != nullptr ? "\": unknown" : "\" must be";
+    EXPECT_NE(message.find("recipe r.json: \"" + k.path() + rule), std::string::npos) << message;
   }
 }
 
@@ -142,11 +148,16 @@ TEST(Recipe, PatternsMethodsAndRefinesAreCheckedAtLoad) {
       {R"({"sparsity": 0.5, "overrides": [{"match": "*", "refine": "cg"}]})",
        "recipe x.json overrides[0]: \"refine\" must be one of"},
       {R"({"method": "bogus", "sparsity": 0.5})", "recipe x.json: \"method\" must be one of"},
+      // Device and dtype names as the flags check them, whether or not this machine has the device.
+      {R"({"sparsity": 0.5, "device": "gpu"})", "recipe x.json: \"device\": unknown device 'gpu'"},
+      {R"({"sparsity": 0.5, "dtype": "fp8"})", "recipe x.json: \"dtype\": unknown dtype 'fp8'"},
   };
   for (const auto& [text, expected] : cases) {
     const std::string m = load_error(text);
     EXPECT_EQ(m.rfind(expected, 0), 0u) << m;  // a usage error, from its first word
   }
+  EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.5, "device": "cuda:3", "dtype": "bf16"})"), "r").device,
+            "cuda:3");
   EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "0.50"})"), "r").pattern, "0.5");
   EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.7})"), "r").pattern, "0.7");
   EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "2:4"})"), "r").pattern, "2:4");

@@ -200,7 +200,8 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   const auto text = run_cli({"methods", "alps"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("alps: ADMM"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("rho0              0.1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rho0              number   0.1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("max_iterations    integer  300"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("sparsegpt"), std::string::npos) << text.out;
   EXPECT_EQ(run_cli({"methods", "obs"}).exit_code, 2);
   // prune's --help shows the recipe's live defaults next to each knob.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/sweep.sh as a batch user runs it, on stories260K with tiny settings: a sweep killed inside a run resumes
 # that run and reuses the finished ones; a finished sweep rerun does nothing and changes nothing; a rerun with other
-# settings and a directory that is not a sweep's are refused, touching nothing.
+# settings and a directory that is not a sweep's are refused, touching nothing; an archive (a second home of the
+# reports) seeds a fresh sweep directory; a sweep scored by zero-shot tasks alone runs.
 # Usage: sweep_test.sh ALPS_BIN DATA_DIR      (exit 77: skipped, python3 missing)
 set -euo pipefail
 alps=$1 data=$2
@@ -79,9 +80,44 @@ if command -v gnuplot >/dev/null; then
   [ -s "$tmp/it's/wikitext2_ppl.png" ] || fail "no plot: $(cat "$tmp/err4d")"
 fi
 
-# 5. A directory holding someone else's files is not a sweep's: refused, untouched.
+# 5. An archive (a second home for the reports, e.g. under version control): a finished sweep fills it; a fresh
+#    sweep directory started from it redoes nothing; other settings and foreign files there are refused.
+"${sweep[@]}" --out "$tmp/s" --archive "$tmp/arch" >/dev/null 2>"$tmp/err5a" || fail "archiving failed: $(cat "$tmp/err5a")"
+[ "$sum_before" = "$(cd "$tmp/arch/reports" && sha256sum ./*.json)" ] || fail "the archive does not hold the reports"
+[ -f "$tmp/arch/summary.md" ] && [ -f "$tmp/arch/sweep.json" ] || fail "the archive lacks the summary or settings"
+"${sweep[@]}" --out "$tmp/fresh" --archive "$tmp/arch" >/dev/null 2>"$tmp/err5b" || fail "sweep from an archive failed"
+[ "$(grep -c "kept from an earlier run" "$tmp/err5b")" -eq 5 ] || fail "a sweep from the archive redid work: $(cat "$tmp/err5b")"
+[ "$sum_before" = "$(cd "$tmp/fresh/reports" && sha256sum ./*.json)" ] || fail "reports taken from the archive differ"
+arch_before=$(find "$tmp/arch" -type f -exec sha256sum {} + | sort)
+if "${sweep[@]}" --out "$tmp/other" --archive "$tmp/arch" --nsamples 8 2>"$tmp/err5c"; then
+  fail "an archive with other settings was accepted"
+fi
+grep -q "setting nsamples: 4 -> 8" "$tmp/err5c" || fail "refusal does not name the setting: $(cat "$tmp/err5c")"
+[ "$arch_before" = "$(find "$tmp/arch" -type f -exec sha256sum {} + | sort)" ] || fail "refusal changed the archive"
+mkdir "$tmp/notarch" && echo "keep me" >"$tmp/notarch/notes.txt"
+if "${sweep[@]}" --out "$tmp/fresh" --archive "$tmp/notarch" 2>"$tmp/err5d"; then fail "a foreign archive was accepted"; fi
+[ "$(ls -A "$tmp/notarch")" = notes.txt ] || fail "the foreign archive changed: $(ls -A "$tmp/notarch")"
+
+# 6. A directory holding someone else's files is not a sweep's: refused, untouched.
 mkdir "$tmp/user" && echo "keep me" >"$tmp/user/notes.txt"
 if "${sweep[@]}" --out "$tmp/user" 2>"$tmp/err5"; then fail "a foreign directory was accepted"; fi
 grep -q "not a sweep's" "$tmp/err5" || fail "unclear refusal: $(cat "$tmp/err5")"
 [ "$(ls -A "$tmp/user")" = notes.txt ] || fail "the foreign directory changed: $(ls -A "$tmp/user")"
+# 7. A sweep scored by zero-shot tasks alone (no perplexity dataset): the dense run and the pruned one. The task's
+#    file (two RTE rows of the raw dataset fields) sits in a data directory that holds the rest by links.
+mkdir -p "$tmp/data/eval/rte"
+data_abs=$(cd "$data" && pwd)
+for entry in "$data_abs"/*; do ln -s "$entry" "$tmp/data/${entry##*/}"; done
+printf '%s\n' '{"idx": 0, "sentence1": "Lily saw a big red ball in the park.", "sentence2": "Lily saw a ball.", "label": 0}' \
+  '{"idx": 1, "sentence1": "Tom was sad because it rained all day.", "sentence2": "Tom was happy.", "label": 1}' |
+  gzip >"$tmp/data/eval/rte/rte_validation.jsonl.gz"
+"$repo/scripts/sweep.sh" --model "$model" --alps "$alps" --data-dir "$tmp/data" --methods magnitude --patterns 0.5 \
+  --nsamples 4 --seqlen 64 --eval rte --eval-limit 2 --out "$tmp/tasks" >/dev/null 2>"$tmp/err7" ||
+  fail "a sweep of tasks alone failed: $(cat "$tmp/err7") $(cat "$tmp/tasks/logs/"*.log)"
+python3 - "$tmp/tasks/summary.json" <<'PY' || fail "task sweep summary wrong"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert "rte acc" in s["dense"]["metrics"], s["dense"]
+assert len(s["runs"]) == 1 and "rte acc" in s["runs"][0]["metrics"], s["runs"]
+PY
 echo "sweep test passed"

@@ -12,6 +12,10 @@ namespace alps {
 /// (asking for CUDA without a GPU is an error, not a silent fallback).
 c10::Device resolve_device(std::string_view name);
 
+/// What is wrong with a device name, "" when it is one resolve_device reads (auto, cpu, cuda, cuda:N), whether or not
+/// the machine has that device: flags and recipes are checked with it before any work.
+std::string device_name_problem(std::string_view name);
+
 /// Waits until the work queued on `device` is done (nothing to wait for on the CPU): a wall-clock phase that ends
 /// without it on a GPU counts only the launches, and the next phase pays for the rest.
 void synchronize(const c10::Device& device);
@@ -27,6 +31,9 @@ bool is_device_out_of_memory(const c10::Error& e);
 
 /// "fp32|float32", "fp16|float16|half", "bf16|bfloat16", "fp64|float64" -> ScalarType; anything else is an error.
 c10::ScalarType parse_dtype(std::string_view name);
+
+/// What is wrong with a dtype name, "" when parse_dtype reads it.
+std::string dtype_name_problem(std::string_view name);
 
 /// Short name used in reports and safetensors ("F32", ...): see io/safetensors.h for the file form.
 std::string dtype_name(c10::ScalarType t);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace alps::eval {
@@ -44,6 +45,8 @@ const std::vector<TaskSpec>& task_registry();
 const TaskSpec* find_task(const std::string& name);
 /// "lambada_openai, piqa, ...": for error messages.
 std::string task_names();
+/// What is wrong with a name of `--tasks`, "" when it is a task or "all".
+std::string task_name_problem(std::string_view name);
 
 /// Builds the documents of the first `limit` rows (limit <= 0: all) of `file`. Errors name the file, the row and
 /// the field.

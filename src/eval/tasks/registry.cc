@@ -41,6 +41,11 @@ std::string task_names() {
   return out;
 }
 
+std::string task_name_problem(std::string_view name) {
+  if (name == "all" || find_task(std::string(name)) != nullptr) return "";
+  return "unknown task '" + std::string(name) + "' (known: " + task_names() + ", or all)";
+}
+
 std::vector<TaskDoc> load_task_docs(const TaskSpec& task, const std::filesystem::path& file, int64_t limit) {
   ALPS_CHECK(std::filesystem::is_regular_file(file), "task ", task.name, ": expected file ", file.string(),
              " does not exist");
