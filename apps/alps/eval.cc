@@ -17,6 +17,7 @@
 #include "alps/eval/perplexity.h"
 #include "alps/eval/zeroshot.h"
 #include "alps/model/causal_lm.h"
+#include "alps/report/report.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "commands.h"
 
@@ -98,7 +99,9 @@ int run_eval(const EvalArgs& a) {
                 {"dtype", dtype_name(m.compute_dtype())},
                 {"seqlen", seqlen},
                 {"results", results},
-                {"tasks", task_json}});
+                {"tasks", task_json},
+                {"software", report::software_json()},
+                {"hardware", report::hardware_json()}});
   } else if (!plan.datasets.empty()) {
     std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12} {:>9}\n", "dataset", "windows", "tokens", "perplexity",
                              "seconds");

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <vector>
 
+#include "alps/source_revision.h"  // generated at build time (cmake/source_revision.cmake)
+
 #ifndef ALPS_VERSION
 #define ALPS_VERSION "0.0.0"
 #endif
@@ -39,6 +41,7 @@ int collect_blas(struct dl_phdr_info* info, size_t, void* out) {
 BuildInfo build_info() {
   BuildInfo info;
   info.alps_version = ALPS_VERSION;
+  info.source_revision = ALPS_SOURCE_REVISION;
   info.torch_version = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                        std::to_string(TORCH_VERSION_PATCH);
   info.cuda_build = ALPS_CUDA_VERSION;
@@ -56,7 +59,7 @@ BuildInfo build_info() {
 
 std::string build_info_text(const BuildInfo& info) {
   std::ostringstream os;
-  os << "alps " << info.alps_version << "\n"
+  os << "alps " << info.alps_version << " (source " << info.source_revision << ")\n"
      << "libtorch " << info.torch_version << "\n"
      << "cuda build: " << (info.cuda_build.empty() ? "no (CPU-only libtorch)" : "yes, CUDA " + info.cuda_build) << "\n"
      << "cuda devices: "

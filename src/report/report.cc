@@ -68,8 +68,18 @@ json hardware_json() {
   return hw;
 }
 
-json to_json(const RunReport& r) {
+json software_json() {
   const BuildInfo info = build_info();
+  return {{"alps", info.alps_version},
+          {"source_revision", info.source_revision},
+          {"libtorch", info.torch_version},
+          {"cuda_build", info.cuda_build},
+          {"blas", info.blas},
+          {"threads", info.threads.threads},
+          {"thread_pools", thread_settings_text(info.threads)}};
+}
+
+json to_json(const RunReport& r) {
   json layers = json::array();
   int64_t zeros = 0;
   int64_t total = 0;
@@ -84,13 +94,7 @@ json to_json(const RunReport& r) {
           {"model", r.model},
           {"output", r.output},
           {"recipe", r.recipe},
-          {"software",
-           {{"alps", info.alps_version},
-            {"libtorch", info.torch_version},
-            {"cuda_build", info.cuda_build},
-            {"blas", info.blas},
-            {"threads", info.threads.threads},
-            {"thread_pools", thread_settings_text(info.threads)}}},
+          {"software", software_json()},
           {"hardware", hardware_json()},
           {"blocks_done", r.blocks_done},
           {"blocks_total", r.blocks_total},

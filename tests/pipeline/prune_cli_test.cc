@@ -61,6 +61,7 @@ TEST_P(PruneMethods, ExactSparsityInEveryLayerAndTheCheckpointReloads) {
     EXPECT_TRUE(report["complete"].get<bool>());
     EXPECT_EQ(report["layers"].size(), 35u);  // 5 blocks x 7 linears
     EXPECT_EQ(json::parse(slurp(out / "alps-report.json"))["layers"], report["layers"]);
+    EXPECT_FALSE(report["software"]["source_revision"].get<std::string>().empty());  // what computed it
 
     const auto pruned = model::CausalLM::load(out);
     for (const auto& layer : report["layers"]) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -190,6 +192,30 @@ TEST(SolveLayerCli, GramThatIsNotPositiveSemidefiniteIsRefused) {
     EXPECT_NE(r.err.find("is not positive semi-definite: smallest eigenvalue -"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+}
+
+// A result says what computed it: --version, the prune report and eval's JSON name the source revision, a commit of
+// this repository (checked against its history, where git and the history are there) or "unknown" outside a checkout.
+TEST(VersionCli, NamesTheSourceRevisionAndReportsCarryIt) {
+  const auto version = run_cli({"--version"});
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  std::smatch m;
+  const std::string first = version.out.substr(0, version.out.find('\n'));
+  ASSERT_TRUE(std::regex_match(first, m, std::regex(R"(alps \S+ \(source (([0-9a-f]{7,40})(-dirty)?|unknown)\))")))
+      << first;
+  const std::string commit = m[2];
+  const std::string git = "git -C '" + alps::test::source_dir().string() + "'";
+  if (!commit.empty() && std::system((git + " rev-parse --git-dir >/dev/null 2>&1").c_str()) == 0)
+    EXPECT_EQ(std::system((git + " cat-file -e " + commit + "^{commit} 2>/dev/null").c_str()), 0)
+        << commit << " is not a commit of " << alps::test::source_dir();
+  const std::string revision = m[1];
+  const auto eval = run_cli({"eval", "--model", (alps::test::committed_data_dir() / "models/stories260K-hf").string(), "--ppl",
+                             (alps::test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(),
+                             "--seqlen", "64", "--max-windows", "1", "--json"});
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  const auto doc = nlohmann::json::parse(eval.out);
+  EXPECT_EQ(doc["software"]["source_revision"], revision);
+  EXPECT_GE(doc["hardware"]["cores"].get<int>(), 1);
 }
 
 TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {

@@ -8,6 +8,9 @@ namespace alps {
 /// What a user needs to see at once to explain a slow or odd run (`alps --version`, reports).
 struct BuildInfo {
   std::string alps_version;
+  /// The checkout it was built from: a commit (`git describe --always --dirty`), "-dirty" when tracked files
+  /// differed from it, or "unknown" when built outside a git checkout.
+  std::string source_revision;
   std::string torch_version;
   /// CUDA toolkit this binary was built with ("13.0"), empty for a CPU-only build (Debian's libtorch). A CUDA build
   /// still runs without a GPU; cuda_available says whether one is visible now.

@@ -53,5 +53,8 @@ std::string summary_text(const RunReport& r);
 
 /// CPU model, core count and memory of this machine, plus CUDA devices seen by libtorch.
 nlohmann::json hardware_json();
+/// alps's version and source revision, libtorch, the CUDA toolkit of the build, BLAS and threads: with
+/// hardware_json(), what a result was computed with.
+nlohmann::json software_json();
 
 }  // namespace alps::report
