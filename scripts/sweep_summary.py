@@ -3,7 +3,8 @@
 
 Reads SWEEP/sweep.json (settings), SWEEP/reports/dense.json (`alps eval --json` of the dense model) and
 SWEEP/reports/<method>-<pattern>.json (`alps-report.json` of each run), and writes
-  SWEEP/summary.json   every run's metrics, achieved sparsity and times
+  SWEEP/summary.json   every run's metrics, achieved sparsity, times and what computed it (alps, its source
+                       revision, libtorch, the CPU)
   SWEEP/summary.md     one table per metric, rows = methods, columns = sparsities (the paper's layout), the zero-shot
                        tasks side by side (one row per run) and a time table
   SWEEP/<metric>.png   perplexity against sparsity per method, log scale (gnuplot; skipped with a note if missing)
@@ -27,6 +28,16 @@ def metrics_of_eval(entries):
         elif "dataset" in e:
             out[f"{e['dataset']} ppl"] = e["perplexity"]
     return out
+
+
+def computed_with(report):
+    """'alps VERSION (source REVISION), libtorch V, on CPU': from a report's software and hardware entries (reports
+    written before alps recorded its source revision say so)."""
+    sw, hw = report.get("software", {}), report.get("hardware", {})
+    if not sw:
+        return "an alps that did not record its version"
+    return (f"alps {sw.get('alps', '?')} (source {sw.get('source_revision', 'not recorded')}), "
+            f"libtorch {sw.get('libtorch', '?')}, on {hw.get('cpu', 'an unrecorded CPU')}")
 
 
 def pattern_order(p):
@@ -62,7 +73,7 @@ def main(sweep):
     if os.path.exists(os.path.join(reports, "dense.json")):
         d = json.load(open(os.path.join(reports, "dense.json")))
         dense = {"metrics": metrics_of_eval(d.get("results", []) + d.get("tasks", [])),
-                 "seconds": d.get("wall_seconds")}
+                 "seconds": d.get("wall_seconds"), "computed_with": computed_with(d)}
 
     runs = []
     for m in methods:
@@ -78,7 +89,8 @@ def main(sweep):
                                      "prune": sum(v for k, v in phases.items() if k != "eval"),
                                      "solve": sum(l.get("seconds", 0) + l.get("refine_seconds", 0)
                                                   for l in r.get("layers", []))},
-                         "calibration": r.get("extra", {}).get("calibration")})
+                         "calibration": r.get("extra", {}).get("calibration"),
+                         "computed_with": computed_with(r)})
 
     metric_names = []
     for src in ([dense] if dense else []) + runs:
@@ -106,6 +118,12 @@ def main(sweep):
                  + (f", first {settings['eval_limit']} documents per task" if settings.get("eval_limit") else "")
                  + (f"; alps prune {' '.join(settings['prune_args'])}" if settings["prune_args"] else "") + ".")
     lines.append(f"{len(runs)} of {len(methods) * len(patterns)} runs finished.")
+    # A sweep resumed across machines and builds: which alps and which machine computed how many of its results.
+    sources = {}
+    for src in ([dense] if dense else []) + runs:
+        sources[src["computed_with"]] = sources.get(src["computed_with"], 0) + 1
+    lines.append("Computed with: " + "; ".join(f"{k} ({n} of the {sum(sources.values())} reports)"
+                                             for k, n in sorted(sources.items())) + ".")
     head = "| method | " + " | ".join(pattern_label(p) for p in patterns) + " |"
     rule = "|---|" + "---|" * len(patterns)
     for metric in metric_names:

@@ -39,6 +39,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert len(s["runs"]) == 4, s["runs"]
 assert "wikitext2 ppl" in s["dense"]["metrics"]
+for r in [s["dense"]] + s["runs"]:  # each result names the alps that computed it
+    assert r["computed_with"].startswith("alps ") and "(source " in r["computed_with"], r["computed_with"]
 for r in s["runs"]:
     ppl = r["metrics"]["wikitext2 ppl"]
     # A pruned model is worse than the dense one on the text it was not calibrated on.
@@ -47,6 +49,7 @@ for r in s["runs"]:
     assert abs(r["linear_sparsity"] - want) < 0.01, r
 PY
 grep -q "| magnitude |" "$tmp/s/summary.md" || fail "summary.md has no magnitude row"
+grep -q "^Computed with: alps .*(5 of the 5 reports)" "$tmp/s/summary.md" || fail "summary.md does not say what computed it"
 
 # 3. The finished sweep rerun: nothing is redone, no report changes.
 sum_before=$(cd "$tmp/s/reports" && sha256sum ./*.json)
