@@ -24,9 +24,10 @@
 #   --drop-checkpoints    delete each run's pruned checkpoint once its report is kept (the runs of a 7B sweep
 #                         would not fit on most disks); the reports keep every figure
 #   --title TEXT          title of the tables and the plot (default: the model directory's name)
-#   --archive DIR         keep a copy of sweep.json, every finished report and the summary in DIR as well; reports
-#                         found there and not in SWEEP are taken over instead of being rerun (DIR must hold the
-#                         same settings, or nothing yet)
+#   --archive DIR         keep a copy of sweep.json, every finished report and their summary in DIR as well;
+#                         reports found there and not in SWEEP are taken over instead of being rerun (DIR must hold
+#                         the same settings, paths compared by name and the model by its config.json's hash, or
+#                         nothing yet)
 #   -- ARGS...            passed to every `alps prune` (e.g. --batch-size 4 --threads 2); part of the settings
 set -euo pipefail
 
@@ -68,54 +69,66 @@ command -v python3 >/dev/null || die "python3 is needed for the summary tables"
 
 # The settings a sweep directory is bound to: rerunning with other settings would mix two sweeps in one table. The
 # data directory is alps's (--data-dir, else $ALPS_DATA_DIR, else ../shared/data) and, like a calibration file, is
-# recorded as an absolute path: the same words in another directory or with another environment are other data.
+# recorded as an absolute path: the same words in another directory or with another environment are other data. The
+# model is also known by its config.json's hash, which an archive compares where paths differ between machines.
 effective_data_dir=${data_dir:-${ALPS_DATA_DIR:-../shared/data}}
 settings=$(python3 - "$model" "$methods" "$patterns" "$nsamples" "$seqlen" "$calib" "$eval" "$eval_seqlen" \
   "$eval_max_windows" "$eval_limit" "$title" "$effective_data_dir" "${extra[@]}" <<'PY'
-import json, os, sys
+import hashlib, json, os, sys
 a = sys.argv[1:]
 calib = os.path.realpath(a[5]) if os.path.exists(a[5]) else a[5]  # a file, or a name alps resolves (c4)
-print(json.dumps({"model": os.path.realpath(a[0]), "methods": a[1].split(","), "patterns": a[2].split(","),
-                  "nsamples": int(a[3]), "seqlen": int(a[4]), "calib": calib, "eval": a[6].split(","),
-                  "eval_seqlen": int(a[7]), "eval_max_windows": int(a[8]), "eval_limit": int(a[9]),
-                  "title": a[10], "data_dir": os.path.realpath(a[11]), "prune_args": a[12:]}, indent=1,
-                 sort_keys=True))
+config_sha = hashlib.sha256(open(os.path.join(a[0], "config.json"), "rb").read()).hexdigest()
+print(json.dumps({"model": os.path.realpath(a[0]), "model_config_sha256": config_sha, "methods": a[1].split(","),
+                  "patterns": a[2].split(","), "nsamples": int(a[3]), "seqlen": int(a[4]), "calib": calib,
+                  "eval": a[6].split(","), "eval_seqlen": int(a[7]), "eval_max_windows": int(a[8]),
+                  "eval_limit": int(a[9]), "title": a[10], "data_dir": os.path.realpath(a[11]),
+                  "prune_args": a[12:]}, indent=1, sort_keys=True))
 PY
 ) || die "bad settings (numbers expected for --nsamples, --seqlen, --eval-seqlen, --eval-max-windows, --eval-limit)"
 
-if [ -e "$out" ] && [ ! -d "$out" ]; then die "--out $out is not a directory"; fi
-if [ -d "$out" ] && [ ! -f "$out/sweep.json" ] && [ -n "$(ls -A "$out")" ]; then
-  die "--out $out holds files that are not a sweep's; choose a new or empty directory"
-fi
-mkdir -p "$out/reports" "$out/runs" "$out/logs"
-exec 9>"$out/.sweep.lock"
-flock -n 9 || die "another sweep is running in $out"
-# Binds DIR to the settings: records them in a new DIR, or checks that DIR's match (naming each difference).
-bind_settings() {  # DIR
-  if [ ! -f "$1/sweep.json" ]; then
-    printf '%s\n' "$settings" >"$1/sweep.json.tmp" && mv "$1/sweep.json.tmp" "$1/sweep.json"
-    return
-  fi
-  python3 - "$1/sweep.json" "$settings" <<'PY' || die "$1 was made by a sweep with other settings (above); use a new directory"
+# Checks that DIR's sweep.json holds these settings, naming each difference; settings recorded only by later
+# versions of this script are taken from this run and written in. MODE archive compares paths (model, data
+# directory, calibration file) by their last component: an archive travels between machines, the model's identity
+# then resting on its config.json's hash.
+check_settings() {  # DIR MODE
+  python3 - "$1/sweep.json" "$settings" "$2" <<'PY' || die "$1 was made by a sweep with other settings (above); use a new directory"
 import json, os, sys
-path = sys.argv[1]
+path, mode = sys.argv[1], sys.argv[3]
 old, new = json.load(open(path)), json.loads(sys.argv[2])
 # Sweeps made before data_dir was recorded (and with calib as written) take this run's resolution of them.
-legacy = "data_dir" not in old
-if legacy:
-    old["data_dir"] = new["data_dir"]
-    if os.path.exists(old["calib"]):
-        old["calib"] = os.path.realpath(old["calib"])
-diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+if "data_dir" not in old and os.path.exists(old["calib"]):
+    old["calib"] = os.path.realpath(old["calib"])
+added = [k for k in ("data_dir", "model_config_sha256") if k not in old]
+for k in added:
+    old[k] = new[k]
+def same(k):
+    if mode == "archive" and k in ("model", "data_dir", "calib") and os.path.isabs(str(new.get(k))):
+        return os.path.basename(str(old.get(k))) == os.path.basename(str(new.get(k)))
+    return old.get(k) == new.get(k)
+diff = [k for k in sorted(set(old) | set(new)) if not same(k)]
 for k in diff:
     print(f"sweep: setting {k}: {json.dumps(old.get(k))} -> {json.dumps(new.get(k))}", file=sys.stderr)
-if legacy and not diff:
+if added and not diff:
     with open(path + ".tmp", "w") as f:
-        f.write(sys.argv[2] + "\n")
+        f.write(json.dumps(old, indent=1, sort_keys=True) + "\n")
     os.replace(path + ".tmp", path)
-    print(f"sweep: {path} now records the data directory {new['data_dir']}", file=sys.stderr)
+    print(f"sweep: {path} now records {', '.join(added)}", file=sys.stderr)
 sys.exit(1 if diff else 0)
 PY
+}
+
+# A directory alps may use as a sweep's: new, empty, or holding a sweep's settings (a settings file left half
+# written by a killed first run counts as empty).
+check_sweep_dir() {  # DIR FLAG
+  if [ -e "$1" ] && [ ! -d "$1" ]; then die "$2 $1 is not a directory"; fi
+  if [ -d "$1" ] && [ ! -f "$1/sweep.json" ] && [ -n "$(ls -A "$1" | grep -vx 'sweep.json.tmp')" ]; then
+    die "$2 $1 holds files that are not a sweep's; choose a new or empty directory"
+  fi
+}
+
+record_settings() {  # DIR
+  if [ -f "$1/sweep.json" ]; then return; fi
+  printf '%s\n' "$settings" >"$1/sweep.json.tmp" && mv "$1/sweep.json.tmp" "$1/sweep.json"
 }
 
 # Keeps a file only when it is whole: written beside, then renamed.
@@ -123,23 +136,35 @@ keep_report() {  # SRC DEST
   cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
 }
 
-bind_settings "$out"
+# Everything is checked before anything is created.
+check_sweep_dir "$out" --out
+if [ -f "$out/sweep.json" ]; then check_settings "$out" here; fi
 if [ -n "$archive" ]; then
-  if [ -e "$archive" ] && [ ! -d "$archive" ]; then die "--archive $archive is not a directory"; fi
-  if [ -d "$archive" ] && [ ! -f "$archive/sweep.json" ] && [ -n "$(ls -A "$archive")" ]; then
-    die "--archive $archive holds files that are not a sweep's; choose a new or empty directory"
-  fi
+  check_sweep_dir "$archive" --archive
+  if [ -f "$archive/sweep.json" ]; then check_settings "$archive" archive; fi
+fi
+mkdir -p "$out/reports" "$out/runs" "$out/logs"
+exec 9>"$out/.sweep.lock"
+flock -n 9 || die "another sweep is running in $out"
+record_settings "$out"
+if [ -n "$archive" ]; then
+  mkdir -p "$archive"
+  record_settings "$archive"
   mkdir -p "$archive/reports"
-  bind_settings "$archive"
-  # Each side gets the finished reports it lacks; a report both hold is the same run's and stays as it is.
-  take_missing_reports() {  # FROM TO
-    local f
-    for f in "$1"/reports/*.json; do
-      if [ -f "$f" ] && [ ! -e "$2/reports/${f##*/}" ]; then keep_report "$f" "$2/reports/${f##*/}"; fi
-    done
-  }
-  take_missing_reports "$archive" "$out"
-  take_missing_reports "$out" "$archive"
+  # Each side gets the finished reports it lacks. Two different reports of one run would put two results in one
+  # table: refused, naming both.
+  for f in "$archive"/reports/*.json "$out"/reports/*.json; do
+    [ -f "$f" ] || continue
+    name=${f##*/}
+    if [ -f "$archive/reports/$name" ] && [ -f "$out/reports/$name" ]; then
+      cmp -s "$archive/reports/$name" "$out/reports/$name" ||
+        die "$archive/reports/$name and $out/reports/$name are different results of one run; move one away"
+    elif [ -f "$archive/reports/$name" ]; then
+      keep_report "$archive/reports/$name" "$out/reports/$name"
+    else
+      keep_report "$out/reports/$name" "$archive/reports/$name"
+    fi
+  done
 fi
 
 IFS=, read -r -a method_list <<<"$methods"
@@ -155,8 +180,13 @@ progress() {
   echo "sweep: [$done_count/$total] $1 ($2; sweep elapsed ${elapsed}s)" >&2
 }
 
-archive_report() {  # NAME: a report finished in SWEEP goes to the archive at once
-  [ -z "$archive" ] || keep_report "$out/reports/$1" "$archive/reports/$1"
+# A report finished in SWEEP goes to the archive at once, and the archive's summary follows it, so that the archive
+# stays consistent whenever the sweep stops.
+archive_report() {  # NAME
+  if [ -z "$archive" ]; then return; fi
+  keep_report "$out/reports/$1" "$archive/reports/$1"
+  python3 "$repo/scripts/sweep_summary.py" "$archive" >/dev/null 2>&1 ||
+    echo "sweep: the summary of $archive failed (the reports are kept; scripts/sweep_summary.py $archive says why)" >&2
 }
 
 # Dense baseline: the same evaluation on the unpruned model.
@@ -217,8 +247,6 @@ done
 python3 "$repo/scripts/sweep_summary.py" "$out"
 echo "sweep: tables in $out/summary.md and $out/summary.json" >&2
 if [ -n "$archive" ]; then
-  for f in "$out"/summary.md "$out"/summary.json "$out"/*.png; do
-    if [ -f "$f" ]; then keep_report "$f" "$archive/${f##*/}"; fi
-  done
-  echo "sweep: reports and summary kept in $archive" >&2
+  python3 "$repo/scripts/sweep_summary.py" "$archive" >/dev/null
+  echo "sweep: reports and their summary kept in $archive" >&2
 fi

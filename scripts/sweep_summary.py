@@ -31,13 +31,19 @@ def metrics_of_eval(entries):
 
 
 def computed_with(report):
-    """'alps VERSION (source REVISION), libtorch V, on CPU': from a report's software and hardware entries (reports
-    written before alps recorded its source revision say so)."""
+    """'alps VERSION (source REVISION), libtorch V, on CPU' (or 'on cuda:0 (host CPU)'): from a report's software and
+    hardware entries (reports written before alps recorded its source revision say so)."""
     sw, hw = report.get("software", {}), report.get("hardware", {})
     if not sw:
         return "an alps that did not record its version"
+    # `alps eval --json` names the device it ran on; a prune report, the recipe's choice ("auto": a GPU if one is seen).
+    device = report.get("device") or report.get("recipe", {}).get("device", "cpu")
+    if device == "auto":
+        device = "cuda" if hw.get("cuda_devices") else "cpu"
+    cpu = hw.get("cpu", "an unrecorded CPU")
+    where = cpu if device == "cpu" else f"{device} (host {cpu})"
     return (f"alps {sw.get('alps', '?')} (source {sw.get('source_revision', 'not recorded')}), "
-            f"libtorch {sw.get('libtorch', '?')}, on {hw.get('cpu', 'an unrecorded CPU')}")
+            f"libtorch {sw.get('libtorch', '?')}, on {where}")
 
 
 def pattern_order(p):

@@ -14,13 +14,11 @@ int main(int argc, char** argv) {
   // ctest runs test processes side by side (-j), about one per core. A libtorch whose OpenMP pool has a thread per
   // core (PyPI's; Debian's has one) then oversubscribes the cores, and OpenMP's spin-waiting turns that into runs ten
   // times slower. One thread per test process, and per alps process it starts (they inherit the variable), unless
-  // the caller chose otherwise. OpenBLAS read the variable when it was loaded, before it was set here: its pool is
-  // set too, so that a test comparing its own result with an alps process's runs the same arithmetic (on some CPUs
-  // OpenBLAS's products round differently with another thread count).
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    setenv("OMP_NUM_THREADS", "1", 0);
-    alps::configure_threads(1);
-  }
+  // the caller chose otherwise. The pools of this process are then set as alps sets its own from the variable
+  // (OpenBLAS read it when it was loaded, before it was set here), so that a test comparing its result with an alps
+  // process's runs the same arithmetic: on some CPUs OpenBLAS's products round differently with another thread count.
+  setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);
+  alps::configure_threads(0);
   if (!torch::cuda::is_available()) {
     std::string filter = ::testing::GTEST_FLAG(filter);
     filter += (filter.find('-') == std::string::npos ? "-" : ":") + std::string("*_CUDA");

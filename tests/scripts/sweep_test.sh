@@ -84,7 +84,8 @@ if command -v gnuplot >/dev/null; then
 fi
 
 # 5. An archive (a second home for the reports, e.g. under version control): a finished sweep fills it; a fresh
-#    sweep directory started from it redoes nothing; other settings and foreign files there are refused.
+#    sweep directory started from it redoes nothing, also with the model at another path (another machine); other
+#    settings, another model, two different reports of one run and foreign files there are refused.
 "${sweep[@]}" --out "$tmp/s" --archive "$tmp/arch" >/dev/null 2>"$tmp/err5a" || fail "archiving failed: $(cat "$tmp/err5a")"
 [ "$sum_before" = "$(cd "$tmp/arch/reports" && sha256sum ./*.json)" ] || fail "the archive does not hold the reports"
 [ -f "$tmp/arch/summary.md" ] && [ -f "$tmp/arch/sweep.json" ] || fail "the archive lacks the summary or settings"
@@ -97,6 +98,26 @@ if "${sweep[@]}" --out "$tmp/other" --archive "$tmp/arch" --nsamples 8 2>"$tmp/e
 fi
 grep -q "setting nsamples: 4 -> 8" "$tmp/err5c" || fail "refusal does not name the setting: $(cat "$tmp/err5c")"
 [ "$arch_before" = "$(find "$tmp/arch" -type f -exec sha256sum {} + | sort)" ] || fail "refusal changed the archive"
+[ ! -e "$tmp/other" ] || fail "a refused sweep created its --out"
+# The model copied elsewhere (the archive checked out on another machine): the same config, the same sweep.
+mkdir "$tmp/moved" && cp -r "$model" "$tmp/moved/"
+"${sweep[@]}" --model "$tmp/moved/stories260K-hf" --out "$tmp/fresh2" --archive "$tmp/arch" >/dev/null 2>"$tmp/err5e" ||
+  fail "the archive was refused for a model at another path: $(cat "$tmp/err5e")"
+[ "$(grep -c "kept from an earlier run" "$tmp/err5e")" -eq 5 ] || fail "the moved model redid work: $(cat "$tmp/err5e")"
+# Another model under the same directory name is another sweep.
+python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["vocab_size"]+=1; json.dump(d,open(p,"w"))' \
+  "$tmp/moved/stories260K-hf/config.json"
+if "${sweep[@]}" --model "$tmp/moved/stories260K-hf" --out "$tmp/fresh3" --archive "$tmp/arch" 2>"$tmp/err5f"; then
+  fail "an archive of another model was accepted"
+fi
+grep -q "setting model_config_sha256" "$tmp/err5f" || fail "refusal does not name the model: $(cat "$tmp/err5f")"
+# Two different results of one run: which one is right is the user's call.
+cp -r "$tmp/fresh" "$tmp/fresh4"
+python3 -c 'import json,sys; p=sys.argv[1]; d=json.load(open(p)); d["phase_seconds"]["solve"]+=1; json.dump(d,open(p,"w"))' \
+  "$tmp/fresh4/reports/wanda-0.5.json"
+if "${sweep[@]}" --out "$tmp/fresh4" --archive "$tmp/arch" 2>"$tmp/err5g"; then fail "two different reports were merged"; fi
+grep -q "different results of one run" "$tmp/err5g" || fail "unclear refusal: $(cat "$tmp/err5g")"
+[ "$arch_before" = "$(find "$tmp/arch" -type f -exec sha256sum {} + | sort)" ] || fail "a refusal changed the archive"
 mkdir "$tmp/notarch" && echo "keep me" >"$tmp/notarch/notes.txt"
 if "${sweep[@]}" --out "$tmp/fresh" --archive "$tmp/notarch" 2>"$tmp/err5d"; then fail "a foreign archive was accepted"; fi
 [ "$(ls -A "$tmp/notarch")" = notes.txt ] || fail "the foreign archive changed: $(ls -A "$tmp/notarch")"

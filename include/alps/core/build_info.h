@@ -8,8 +8,8 @@ namespace alps {
 /// What a user needs to see at once to explain a slow or odd run (`alps --version`, reports).
 struct BuildInfo {
   std::string alps_version;
-  /// The checkout it was built from: a commit (`git describe --always --dirty`), "-dirty" when tracked files
-  /// differed from it, or "unknown" when built outside a git checkout.
+  /// The checkout it was built from: its commit, "-dirty" when tracked files differed from it, or "unknown" when
+  /// built outside a git checkout (cmake/source_revision.cmake).
   std::string source_revision;
   std::string torch_version;
   /// CUDA toolkit this binary was built with ("13.0"), empty for a CPU-only build (Debian's libtorch). A CUDA build
