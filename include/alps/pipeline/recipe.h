@@ -56,9 +56,9 @@ struct RecipeKnob {
   std::string flag;  ///< "--nsamples"
   std::string help;
   Field field;
-  std::vector<std::string> choices = {};  ///< the values a string knob takes (empty: any)
+  std::vector<std::string> choices = {};      ///< the values a string knob takes (empty: any)
   std::optional<int64_t> min = std::nullopt;  ///< the smallest value of an integer knob
-  bool zero_means_default = false;   ///< 0 is allowed too, meaning "the default"
+  bool zero_means_default = false;            ///< 0 is allowed too, meaning "the default"
   /// What is wrong with a string knob's value, "" if nothing (names read elsewhere: devices, dtypes).
   std::string (*problem)(std::string_view) = nullptr;
   /// "calibration.nsamples" or "batch_size": how errors and documents name it.
