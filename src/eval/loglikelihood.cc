@@ -4,7 +4,6 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "alps/core/error.h"
@@ -34,12 +33,11 @@ EncodedRequest encode_request(const tokenizer::Tokenizer& tokenizer, const Reque
 
 namespace {
 
-// Scores of one batch: `rows` [n, hidden] are final hidden states whose head predicts `targets`; request
-// `requests[k]` owns the next `counts[k]` of them.
-void accumulate(const model::CausalLM& model, const std::vector<at::Tensor>& rows, const std::vector<int64_t>& targets,
+// Scores of one batch: the rows of `hidden` [n, hidden] are final hidden states whose head predicts `targets`;
+// request `requests[k]` owns the next `counts[k]` of them.
+void accumulate(const model::CausalLM& model, const at::Tensor& hidden, const std::vector<int64_t>& targets,
                 const std::vector<int64_t>& requests, const std::vector<int64_t>& counts,
                 std::vector<RequestScore>& out) {
-  const at::Tensor hidden = at::cat(rows);  // [n, hidden]
   const at::Tensor target = at::tensor(targets, at::kLong).to(hidden.device());
   // The head runs on slices of about 32 MB of logits: a batch's [n, vocab] log-probabilities at once were hundreds
   // of MB (a batch of 128 HellaSwag continuations: 630 MB, twice), whose fresh pages cost more than the head.
@@ -79,12 +77,18 @@ at::Tensor padded_ids(const std::vector<std::vector<int64_t>>& rows) {
   return ids;
 }
 
+// context + continuation without its last token: the positions whose states predict the continuation.
+std::vector<int64_t> full_input(const EncodedRequest& r) {
+  std::vector<int64_t> all = r.context;
+  all.insert(all.end(), r.continuation.begin(), r.continuation.end() - 1);
+  return all;
+}
+
 // The input lm-eval gives the model: (context + continuation)[-(max_length + 1):][:-1].
 std::vector<int64_t> model_input(const EncodedRequest& r, int64_t max_length) {
-  std::vector<int64_t> all = r.context;
-  all.insert(all.end(), r.continuation.begin(), r.continuation.end());
-  const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(all.size()) - (max_length + 1));
-  return {all.begin() + start, all.end() - 1};
+  std::vector<int64_t> all = full_input(r);
+  const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(all.size()) - max_length);
+  return {all.begin() + start, all.end()};
 }
 
 // Every request on its own: the model reads its whole input.
@@ -109,146 +113,99 @@ void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>
       targets.insert(targets.end(), r.continuation.begin(), r.continuation.end());
       counts.push_back(contlen);
     }
-    accumulate(model, rows, targets, batch, counts, out);
+    accumulate(model, at::cat(rows), targets, batch, counts, out);
     done(b);
   }
 }
 
-// Requests sharing one context token sequence.
-struct ContextGroup {
-  const std::vector<int64_t>* context;
+// Tokens a packed sequence holds at least.
+constexpr size_t kPackedLength = 512;
+
+// One packed sequence: the token trie of the requests placed in it, nodes in creation order (a parent before its
+// children), and for each of its requests the nodes whose hidden states predict the continuation's tokens.
+struct PackedSequence {
+  std::vector<int64_t> tokens, parents, depths;  // parent -1: a root
   std::vector<int64_t> requests;
+  std::vector<std::vector<int64_t>> predictors;
 };
 
-// Contexts of one forward and what they leave for their continuations.
-struct ContextBatch {
-  model::KVCache cache;
-  at::Tensor last;  // [contexts, hidden]: the final hidden state of each context's last token
-};
-
-// Runs groups[g0, g1) (longest context first) as one padded batch.
-ContextBatch run_contexts(const model::CausalLM& model, const std::vector<ContextGroup>& groups, size_t g0,
-                          size_t g1) {
-  std::vector<std::vector<int64_t>> contexts;
-  std::vector<int64_t> lengths;
-  for (size_t g = g0; g < g1; ++g) {
-    contexts.push_back(*groups[g].context);
-    lengths.push_back(static_cast<int64_t>(groups[g].context->size()));
+// Lays the inputs of `order` out as token tries in sequences of at most `length` nodes. Sorted, the inputs that
+// share a prefix are neighbours, and each shares with the one before it exactly its longest common prefix with
+// everything already in the sequence.
+std::vector<PackedSequence> pack(const std::vector<EncodedRequest>& requests, std::vector<int64_t> order,
+                                 size_t length) {
+  std::vector<std::vector<int64_t>> inputs(requests.size());
+  for (int64_t r : order) inputs[static_cast<size_t>(r)] = full_input(requests[static_cast<size_t>(r)]);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return inputs[a] < inputs[b]; });
+  std::vector<PackedSequence> out;
+  std::vector<int64_t> path;  // the nodes of the previous input, by depth
+  const std::vector<int64_t>* previous = nullptr;
+  for (int64_t r : order) {
+    const std::vector<int64_t>& in = inputs[static_cast<size_t>(r)];
+    size_t shared = 0;
+    if (previous != nullptr)
+      while (shared < in.size() && shared < previous->size() && in[shared] == (*previous)[shared]) ++shared;
+    // A short shared prefix (ARC's "Question:", a common first word) is not worth it: every query of the new
+    // branch would attend over the whole tree before it, where a tree of its own repeats only a few positions.
+    if (4 * shared < in.size() - shared) shared = 0;
+    if (out.empty() || out.back().tokens.size() + (in.size() - shared) > length) {
+      out.emplace_back();
+      shared = 0;
+    }
+    PackedSequence& seq = out.back();
+    path.resize(shared);
+    for (size_t t = shared; t < in.size(); ++t) {
+      path.push_back(static_cast<int64_t>(seq.tokens.size()));
+      seq.tokens.push_back(in[t]);
+      seq.parents.push_back(t == 0 ? -1 : path[t - 1]);
+      seq.depths.push_back(static_cast<int64_t>(t));
+    }
+    // The context's last position predicts the first continuation token, each later input position the next.
+    const size_t first = requests[static_cast<size_t>(r)].context.size() - 1;
+    seq.requests.push_back(r);
+    seq.predictors.emplace_back(path.begin() + static_cast<std::ptrdiff_t>(first), path.end());
+    previous = &in;
   }
-  ContextBatch out;
-  const at::Tensor h = model.hidden_states(padded_ids(contexts).to(model.compute_device()), &out.cache);
-  const at::Tensor length = at::tensor(lengths, at::kLong).to(h.device());
-  if (lengths.back() != lengths.front()) out.cache.pad_to(length);
-  out.last = h.index({at::arange(h.size(0), length.options()), length - 1});
   return out;
 }
 
-// A continuation to score: its request, and where its context's cache is (batch, row).
-struct Row {
-  int64_t request, batch, context;
-};
-
-size_t continuation_length(const std::vector<EncodedRequest>& requests, const Row& row) {
-  return requests[static_cast<size_t>(row.request)].continuation.size();
-}
-
-// Rows [r0, r1) (at most one batch) continue from copies of their contexts' caches.
-void run_continuations(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
-                       const std::vector<ContextBatch>& batches, std::vector<Row> rows,
-                       std::vector<RequestScore>& out) {
-  const c10::Device device = model.compute_device();
-  // Grouped by context batch: the order in which the caches are concatenated.
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.batch < b.batch; });
-  // Continuations of one token (BoolQ's " yes" / " no") are predicted by their context's last position alone.
-  const bool tails_run =
-      std::any_of(rows.begin(), rows.end(), [&](const Row& row) { return continuation_length(requests, row) > 1; });
-  std::vector<model::KVCache> parts;
-  std::vector<at::Tensor> firsts;
-  for (size_t k0 = 0; k0 < rows.size();) {
-    size_t k1 = k0;
-    std::vector<int64_t> contexts;
-    while (k1 < rows.size() && rows[k1].batch == rows[k0].batch) contexts.push_back(rows[k1++].context);
-    const ContextBatch& b = batches[static_cast<size_t>(rows[k0].batch)];
-    const at::Tensor index = at::tensor(contexts, at::kLong).to(device);
-    firsts.push_back(b.last.index_select(0, index));
-    if (tails_run) parts.push_back(b.cache.select_rows(index));
-    k0 = k1;
-  }
-  std::vector<std::vector<int64_t>> tails;
-  std::vector<int64_t> batch, counts, targets;
-  for (const Row& row : rows) {
-    const std::vector<int64_t>& cont = requests[static_cast<size_t>(row.request)].continuation;
-    batch.push_back(row.request);
-    counts.push_back(static_cast<int64_t>(cont.size()));
-    tails.emplace_back(cont.begin(), cont.end() - 1);  // the last token is only predicted
-    targets.insert(targets.end(), cont.begin(), cont.end());
-  }
-  // A context's last position predicts its continuations' first tokens; the rest come from the tails' forward.
-  const at::Tensor first = at::cat(firsts);  // [rows, hidden]
-  at::Tensor rest;
-  if (tails_run) {
-    model::KVCache cache = model::KVCache::concat(parts);
-    parts.clear();
-    rest = model.hidden_states(padded_ids(tails).to(device), &cache);
-  }
-  std::vector<at::Tensor> states;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    states.push_back(first.narrow(0, static_cast<int64_t>(k), 1));
-    if (counts[k] > 1) states.push_back(rest[static_cast<int64_t>(k)].narrow(0, 0, counts[k] - 1));
-  }
-  accumulate(model, states, targets, batch, counts, out);
-}
-
-// The context of each group runs once, with a KV cache; the continuations then run from copies of its cache.
-// Contexts run up to `batch_size` at a time, longest first and padded on the right while padding stays a small
-// part of the work (`ragged`; otherwise only contexts of one length share a forward). The caches of a window of
-// contexts (bounded in memory) are kept, and the window's continuations run `batch_size` at a time sorted by
-// length, so that little of a batch is padding.
-void score_shared(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
-                  const std::vector<ContextGroup>& groups, int64_t batch_size, bool ragged,
-                  std::vector<RequestScore>& out, const std::function<void(int64_t)>& done) {
-  const model::ModelConfig& c = model.config();
-  const int64_t slot_bytes = c.num_layers * 2 * c.num_kv_heads * c.head_dim *
-                             static_cast<int64_t>(c10::elementSize(model.compute_dtype()));
-  const int64_t window_slots = std::max<int64_t>(1, (int64_t{512} << 20) / slot_bytes);
-  for (size_t w0 = 0; w0 < groups.size();) {
-    std::vector<ContextBatch> batches;
-    std::vector<Row> rows;
-    int64_t slots = 0;
-    size_t g0 = w0;
-    // Without `ragged`, a window holds contexts of one length too: its continuations share batches, whose caches
-    // would otherwise be padded to a common width.
-    auto joins = [&](size_t g) {
-      return ragged || groups[g].context->size() == groups[w0].context->size();
-    };
-    while (g0 < groups.size() && (batches.empty() || (slots < window_slots && joins(g0)))) {
-      // Longest first: L is the batch's width. A shorter context joins while padding stays under 1/8 of the work.
-      const size_t L = groups[g0].context->size();
-      size_t g1 = g0, tokens = 0;
-      while (g1 < groups.size() && static_cast<int64_t>(g1 - g0) < batch_size) {
-        const size_t n = groups[g1].context->size();
-        if (n != L && (!ragged || 8 * (g1 - g0 + 1) * L > 9 * (tokens + n))) break;
-        tokens += n;
-        ++g1;
+// Runs sequences [s0, s1) as one batch [n, T] (T: the longest of them) and scores their requests. A node sees
+// itself and its ancestors; a pad slot sees only itself.
+void run_packed(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
+                const std::vector<PackedSequence>& seqs, size_t s0, size_t s1, std::vector<RequestScore>& out) {
+  size_t T = 0;
+  for (size_t s = s0; s < s1; ++s) T = std::max(T, seqs[s].tokens.size());
+  const int64_t n = static_cast<int64_t>(s1 - s0), width = static_cast<int64_t>(T);
+  at::Tensor ids = at::zeros({n, width}, at::kLong), positions = at::zeros({n, width}, at::kLong);
+  at::Tensor hidden = at::ones({n, width, width}, at::kBool);
+  std::vector<int64_t> batch, counts, targets, rows;
+  for (size_t s = s0; s < s1; ++s) {
+    const PackedSequence& seq = seqs[s];
+    const int64_t b = static_cast<int64_t>(s - s0);
+    int64_t* id = ids[b].data_ptr<int64_t>();
+    int64_t* pos = positions[b].data_ptr<int64_t>();
+    bool* h = hidden[b].data_ptr<bool>();
+    for (size_t t = 0; t < T; ++t) {
+      if (t < seq.tokens.size()) {
+        id[t] = seq.tokens[t];
+        pos[t] = seq.depths[t];
+        if (seq.parents[t] >= 0) std::copy_n(h + seq.parents[t] * width, width, h + t * width);
       }
-      for (size_t g = g0; g < g1; ++g)
-        for (int64_t r : groups[g].requests)
-          rows.push_back({r, static_cast<int64_t>(batches.size()), static_cast<int64_t>(g - g0)});
-      batches.push_back(run_contexts(model, groups, g0, g1));
-      slots += static_cast<int64_t>((g1 - g0) * L);
-      g0 = g1;
+      h[t * width + t] = false;
     }
-    std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-      return continuation_length(requests, a) > continuation_length(requests, b);
-    });
-    for (size_t r0 = 0; r0 < rows.size(); r0 += static_cast<size_t>(batch_size)) {
-      const size_t r1 = std::min(rows.size(), r0 + static_cast<size_t>(batch_size));
-      const auto first = rows.begin() + static_cast<std::ptrdiff_t>(r0);
-      run_continuations(model, requests, batches, {first, first + static_cast<std::ptrdiff_t>(r1 - r0)}, out);
-      done(static_cast<int64_t>(r1 - r0));
+    for (size_t k = 0; k < seq.requests.size(); ++k) {
+      const std::vector<int64_t>& cont = requests[static_cast<size_t>(seq.requests[k])].continuation;
+      batch.push_back(seq.requests[k]);
+      counts.push_back(static_cast<int64_t>(cont.size()));
+      targets.insert(targets.end(), cont.begin(), cont.end());
+      for (int64_t node : seq.predictors[k]) rows.push_back(b * width + node);
     }
-    w0 = g0;
   }
+  const c10::Device device = model.compute_device();
+  const at::Tensor states = model.packed_hidden_states(ids.to(device), positions, hidden);
+  const at::Tensor picked =
+      states.view({n * width, states.size(2)}).index_select(0, at::tensor(rows, at::kLong).to(device));
+  accumulate(model, picked, targets, batch, counts, out);
 }
 
 }  // namespace
@@ -267,34 +224,37 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     ALPS_CHECK(static_cast<int64_t>(r.continuation.size()) <= max_length, "request ", i, ": the continuation's ",
                r.continuation.size(), " tokens exceed the maximum length ", max_length);
   }
-  // A request whose input is cut on the left sees a context of its own; every other one may share its context's
-  // keys and values with the requests that have the same context tokens.
-  std::vector<int64_t> whole;
-  std::map<std::vector<int64_t>, std::vector<int64_t>> by_context;
+  // A request whose input is cut on the left runs whole, as does one that a cache-free forward over its prefix
+  // alone would place differently (dynamic RoPE beyond max_position_embeddings) or whose positions reach a sliding
+  // window (which counts slots, not depths). Every other request is packed: inputs that share a prefix hold it once.
+  int64_t window = 0;
+  for (int64_t i = 0; i < model.num_blocks(); ++i) {
+    const int64_t w = model.config().window_of_layer(i);
+    if (w > 0) window = window > 0 ? std::min(window, w) : w;
+  }
+  std::vector<int64_t> whole, packed;
+  size_t longest = 0;
   ScoringStats cost;
   for (int64_t i = 0; i < n; ++i) {
     const EncodedRequest& r = requests[i];
     const int64_t input = static_cast<int64_t>(r.context.size() + r.continuation.size()) - 1;
     cost.whole_positions += std::min(input, max_length);
-    if (options.reuse_context && input <= max_length && model.cache_exact(input)) {
-      auto [it, fresh] = by_context.try_emplace(r.context);
-      if (fresh) cost.positions += static_cast<int64_t>(r.context.size());
-      it->second.push_back(i);
-      cost.positions += static_cast<int64_t>(r.continuation.size()) - 1;
+    if (options.reuse_context && input <= max_length && model.cache_exact(input) && (window == 0 || input <= window)) {
+      packed.push_back(i);
+      longest = std::max(longest, static_cast<size_t>(input));
     } else {
       whole.push_back(i);
       cost.positions += std::min(input, max_length);
     }
   }
+  // Sequences as long as the longest packed input and at least kPackedLength: a batch of them holds as much as a
+  // batch of whole inputs padded to the longest, and the linears' products stay large.
+  const std::vector<PackedSequence> seqs = pack(requests, packed, std::max(kPackedLength, longest));
+  for (const PackedSequence& seq : seqs) cost.positions += static_cast<int64_t>(seq.tokens.size());
   if (stats != nullptr) *stats = cost;
   // Longest first, so that a batch pads little and the first batch shows the peak memory.
   auto total = [&](int64_t i) { return requests[i].context.size() + requests[i].continuation.size(); };
   std::stable_sort(whole.begin(), whole.end(), [&](int64_t a, int64_t b) { return total(a) > total(b); });
-  std::vector<ContextGroup> groups;
-  for (const auto& [context, members] : by_context) groups.push_back({&context, members});
-  std::stable_sort(groups.begin(), groups.end(), [](const ContextGroup& a, const ContextGroup& b) {
-    return a.context->size() > b.context->size();
-  });
 
   std::vector<RequestScore> out(n);
   at::NoGradGuard no_grad;
@@ -303,12 +263,14 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     finished += k;
     if (on_progress) on_progress(finished);
   };
-  // A sliding window counts cache slots, so padding inside one would shift what it covers: models with a window
-  // share a forward only among contexts of one length. (A padded batch's slots can exceed any one input's length,
-  // so a window as long as the inputs is no exception.)
-  bool ragged = true;
-  for (int64_t i = 0; i < model.num_blocks(); ++i) ragged = ragged && model.config().window_of_layer(i) == 0;
-  score_shared(model, requests, groups, options.batch_size, ragged, out, done);
+  const size_t per_batch = static_cast<size_t>(options.batch_size);
+  for (size_t s0 = 0; s0 < seqs.size(); s0 += per_batch) {
+    const size_t s1 = std::min(seqs.size(), s0 + per_batch);
+    run_packed(model, requests, seqs, s0, s1, out);
+    int64_t k = 0;
+    for (size_t s = s0; s < s1; ++s) k += static_cast<int64_t>(seqs[s].requests.size());
+    done(k);
+  }
   score_whole(model, requests, whole, max_length, options.batch_size, out, done);
   return out;
 }

@@ -27,7 +27,15 @@ struct TensorSpec {
 struct Placement {
   int64_t past = 0;       ///< cached slots before the first new token
   at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
-  at::Tensor hidden_keys; ///< [batch, past + T] bool: keys no query sees (padding); undefined: none
+  /// Keys hidden from queries: [batch, past + T] bool, from every query (padding), or [batch, T, past + T], per
+  /// query (several token trees packed into one sequence); undefined: none.
+  at::Tensor hidden_keys;
+  /// With per-query hidden keys: host [batch, T] int64, the first key each query may see (keys before it are not
+  /// computed); undefined: key 0.
+  at::Tensor first_keys;
+  /// Positions are depths in packed token trees, not slots: a sliding window (which counts slots) is not applied,
+  /// and the caller keeps every position below it.
+  bool packed = false;
   int64_t length = 0;     ///< the longest sequence after this forward (1 + the largest position); 0: past + T
   /// The caller reads the linears' inputs (through the observer) and not the block's output: the forward may end
   /// once the last linear's input is observed, without its product, and return an undefined tensor.
@@ -110,13 +118,15 @@ inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;
 /// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
 /// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
 /// problem), each step's scores under `max_scores` elements (0: the schedule's default), without copying K or V.
-/// With `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention). `hidden_keys`
-/// [B, past + T] bool (may be undefined) hides keys from every query; the window counts slots, so it cannot be
-/// combined with hidden keys inside it.
+/// With `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention). `hidden` (may be
+/// undefined) hides keys: [B, past + T] bool from every query, [B, T, past + T] from each query; the window counts
+/// slots, so it cannot be combined with hidden keys inside it. `first_keys` (host [B, T] int64, may be undefined):
+/// the first key each query may see; a step computes no key before the first of its queries'.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                             int64_t chunk = 0, int64_t window = 0, int64_t past = 0,
-                            const at::Tensor& hidden_keys = {}, int64_t max_scores = 0,
-                            AttentionSchedule schedule = AttentionSchedule::automatic);
+                            const at::Tensor& hidden = {}, int64_t max_scores = 0,
+                            AttentionSchedule schedule = AttentionSchedule::automatic,
+                            const at::Tensor& first_keys = {});
 /// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <vector>
 
 #include "alps/core/error.h"
 #include "alps/core/parallel.h"
@@ -58,24 +59,43 @@ struct Step {
   int64_t q0, len, k0, n;
 };
 
-// The keys a step over rows [s, s + len) must see: up to the last row's position, and, with a sliding window, from
-// the first row's window on.
-Step step_of(int64_t past, int64_t s, int64_t len, int64_t window) {
+// The keys a step over rows [s, s + len) of sequences [b, b + bn) must see: up to the last row's position, and,
+// with a sliding window, from the first row's window on; with `first_keys` (host [B, T] int64, may be undefined),
+// from the first key any of the step's queries may see.
+Step step_of(int64_t past, int64_t s, int64_t len, int64_t window, const at::Tensor& first_keys = {},
+             int64_t b = 0, int64_t bn = 1) {
   const int64_t e = past + s + len;
-  const int64_t k0 = window > 0 ? std::max<int64_t>(0, past + s - window + 1) : 0;
+  int64_t k0 = window > 0 ? std::max<int64_t>(0, past + s - window + 1) : 0;
+  if (first_keys.defined()) {
+    const auto fk = first_keys.accessor<int64_t, 2>();
+    int64_t first = e;
+    for (int64_t i = b; i < b + bn; ++i)
+      for (int64_t t = s; t < s + len; ++t) first = std::min(first, fk[i][t]);
+    k0 = std::max(k0, std::min(first, past + s));  // the diagonal block stays whole
+  }
   return {past + s, len, k0, e - k0};
 }
 
 // Hides from a step's scores what its queries may not see. `rows` views the scores as [.., rep, len, n];
 // `diagonal` is causal_mask(len) (or the top-left corner of a larger one); `hidden` (may be undefined) is true for
-// keys hidden from every query, shaped to broadcast against the scores.
-void mask_step(const at::Tensor& scores, const at::Tensor& rows, const Step& st, int64_t window,
-               const at::Tensor& diagonal, const at::Tensor& hidden) {
+// the keys the step's queries may not see, shaped to broadcast against `rows`.
+void mask_step(const at::Tensor& rows, const Step& st, int64_t window, const at::Tensor& diagonal,
+               const at::Tensor& hidden) {
   if (window > 0 && st.k0 + st.n > window)
-    rows.add_(sliding_window_mask(st.q0, st.len, st.k0, st.n, window, scores.scalar_type(), scores.device()));
+    rows.add_(sliding_window_mask(st.q0, st.len, st.k0, st.n, window, rows.scalar_type(), rows.device()));
   else  // k0 = 0: the last len keys are the rows' own positions
     rows.narrow(-1, st.n - st.len, st.len).add_(diagonal);
-  if (hidden.defined()) scores.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+  if (hidden.defined()) rows.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
+}
+
+// The part of `hidden` ([B, S] or [B, T, S], see causal_attention) for sequences [b, b + bn) and the step `st`
+// whose first row is new token s, shaped [bn, 1, 1, 1 or len, n] to broadcast against a step's [bn, groups, rep,
+// len, n] scores.
+at::Tensor hidden_part(const at::Tensor& hidden, int64_t b, int64_t bn, int64_t s, const Step& st) {
+  if (!hidden.defined()) return {};
+  const at::Tensor h = hidden.narrow(0, b, bn);
+  if (hidden.dim() == 2) return h.narrow(1, st.k0, st.n).view({bn, 1, 1, 1, st.n});
+  return h.narrow(1, s, st.len).narrow(2, st.k0, st.n).view({bn, 1, 1, st.len, st.n});
 }
 
 // Many (sequences, KV groups) per step, each step's products run by BLAS over all its threads. Scores of a step stay
@@ -84,7 +104,8 @@ void mask_step(const at::Tensor& scores, const at::Tensor& rows, const Step& st,
 // chunk is as long as the budget allows up to 512 rows (the masked work left is then 1/8 of a 2048-token window);
 // the groups and sequences that fit beside it share one batched product.
 void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& out5,
-                    int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t budget) {
+                    int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden,
+                    const at::Tensor& first_keys, int64_t budget) {
   const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = kt.size(-1);
   const int64_t len_max = chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 64, 512);
   const int64_t step_scores = rep * std::min(len_max, T) * S;
@@ -99,14 +120,11 @@ void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor
       const at::Tensor qg = q5.narrow(0, b, bn).narrow(1, g, gn), kg = kt.narrow(0, b, bn).narrow(1, g, gn),
                        vg = v.narrow(0, b, bn).narrow(1, g, gn), og = out5.narrow(0, b, bn).narrow(1, g, gn);
       for (int64_t s = 0; s < T; s += len_max) {
-        const Step st = step_of(past, s, std::min(len_max, T - s), window);
+        const Step st = step_of(past, s, std::min(len_max, T - s), window, first_keys, b, bn);
         at::Tensor scores =
             at::matmul(qg.narrow(3, s, st.len).reshape({bn, gn, rep * st.len, D}), kg.narrow(-1, st.k0, st.n));
-        const at::Tensor hidden = hidden_keys.defined()
-                                      ? hidden_keys.narrow(0, b, bn).narrow(1, st.k0, st.n).view({bn, 1, 1, st.n})
-                                      : at::Tensor();
-        mask_step(scores, scores.view({bn, gn, rep, st.len, st.n}), st, window,
-                  diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden);
+        mask_step(scores.view({bn, gn, rep, st.len, st.n}), st, window,
+                  diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden_part(hidden, b, bn, s, st));
         // Softmax in fp32 even for half compute, as transformers does; in place for fp32.
         const at::Tensor probs =
             dtype == at::kFloat ? softmax_in_place(scores) : at::softmax(scores, -1, at::kFloat).to(dtype);
@@ -119,14 +137,35 @@ void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor
 // One (sequence, KV group, query tile) per task on alps's pool, each task's products on its own core (BLAS kept to
 // the calling thread): a tile's scores (at most `budget` elements) stay in that core's cache from the product that
 // makes them through the softmax to the product that consumes them, where a batched step's scores go out to memory
-// and back between each of those (its products ran at about half the sgemm rate with K = head_dim). The longest
-// tiles (those nearest the end of a sequence) are dealt out first.
+// and back between each of those (its products ran at about half the sgemm rate with K = head_dim). The largest
+// tiles are dealt out first. With `first_keys`, a tile never spans two runs of queries with different first keys
+// (two trees of a packed sequence), so that no query computes the keys of a tree before its own.
 void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out5,
-                  int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t budget) {
+                  int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden,
+                  const at::Tensor& first_keys, int64_t budget) {
   const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = k.size(2);
   const int64_t len_max =
       std::min(T, chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 16, 512));
-  const int64_t tiles = (T + len_max - 1) / len_max, tasks = B * KV * tiles;
+  struct Tile {
+    int64_t b, s;
+    Step st;
+  };
+  std::vector<Tile> tiles;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t a = 0; a < T;) {
+      int64_t z = T;
+      if (first_keys.defined()) {
+        const auto fk = first_keys.accessor<int64_t, 2>();
+        for (z = a + 1; z < T && fk[b][z] == fk[b][a];) ++z;
+      }
+      for (int64_t s = a; s < z; s += len_max)
+        tiles.push_back({b, s, step_of(past, s, std::min(len_max, z - s), window, first_keys, b, 1)});
+      a = z;
+    }
+  }
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const Tile& x, const Tile& y) { return x.st.len * x.st.n > y.st.len * y.st.n; });
+  const int64_t tasks = static_cast<int64_t>(tiles.size()) * KV;
   const at::Tensor diagonal = causal_mask(len_max, at::kFloat, q5.device());
   const int threads = static_cast<int>(std::min<int64_t>(parallel_threads(tasks, 1), tasks));
   std::atomic<int64_t> next{0};
@@ -135,18 +174,16 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
     at::Tensor qbuf = at::empty({rep * len_max, D}, q5.options()), obuf = at::empty_like(qbuf);
     at::Tensor sbuf = at::empty({rep * len_max * S}, q5.options());
     for (int64_t task; (task = next.fetch_add(1)) < tasks;) {
-      const int64_t tile = tiles - 1 - task / (B * KV), b = task % (B * KV) / KV, g = task % KV;
-      const int64_t s = tile * len_max;
-      const Step st = step_of(past, s, std::min(len_max, T - s), window);
+      const Tile& tile = tiles[static_cast<size_t>(task / KV)];
+      const int64_t b = tile.b, g = task % KV, s = tile.s;
+      const Step& st = tile.st;
       const int64_t rows = rep * st.len;
       at::Tensor qt = qbuf.narrow(0, 0, rows), ot = obuf.narrow(0, 0, rows);
       qt.view({rep, st.len, D}).copy_(q5[b][g].narrow(1, s, st.len));
       at::Tensor scores = sbuf.narrow(0, 0, rows * st.n).view({rows, st.n});
       at::mm_out(scores, qt, k[b][g].narrow(0, st.k0, st.n).t());
-      const at::Tensor hidden =
-          hidden_keys.defined() ? hidden_keys[b].narrow(0, st.k0, st.n).view({1, st.n}) : at::Tensor();
-      mask_step(scores, scores.view({rep, st.len, st.n}), st, window,
-                diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden);
+      mask_step(scores.view({1, 1, rep, st.len, st.n}), st, window,
+                diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden_part(hidden, b, 1, s, st));
       at::_softmax_out(scores, scores, -1, false);
       at::mm_out(ot, scores, v[b][g].narrow(0, st.k0, st.n));
       out5[b][g].narrow(1, s, st.len).copy_(ot.view({rep, st.len, D}));
@@ -157,13 +194,16 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk,
-                            int64_t window, int64_t past, const at::Tensor& hidden_keys, int64_t max_scores,
-                            AttentionSchedule schedule) {
+                            int64_t window, int64_t past, const at::Tensor& hidden, int64_t max_scores,
+                            AttentionSchedule schedule, const at::Tensor& first_keys) {
   RECORD_USER_SCOPE("alps::causal_attention");
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1), S = k.size(2);
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
-  ALPS_CHECK(!hidden_keys.defined() || window == 0 || S <= window,
-             "attention: a sliding window over padded sequences is not supported");
+  ALPS_CHECK(!hidden.defined() || window == 0 || S <= window,
+             "attention: a sliding window over padded or packed sequences is not supported");
+  ALPS_CHECK(!hidden.defined() || (hidden.dim() == 2 && hidden.size(1) == S) ||
+                 (hidden.dim() == 3 && hidden.size(1) == T && hidden.size(2) == S),
+             "attention: hidden keys of shape ", hidden.sizes(), " for ", T, " queries and ", S, " keys");
   const int64_t rep = H / KV;
   // A sliding window only matters once some query has more than `window` keys before it.
   if (window >= S) window = 0;
@@ -184,9 +224,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     ALPS_CHECK(q.is_cpu() && q.scalar_type() == at::kFloat, "attention: tiled steps are for fp32 on the CPU");
     // 1 MB of scores per tile, one core's L2 cache here: tiles of 192K-1M scores ran within 5% of each other on
     // the OPT-125M and SmolLM2 shapes, 64K and less up to 1.6x slower (alps_bench_block).
-    attend_tiled(q5, k, v, out5, chunk, window, past, hidden_keys, max_scores > 0 ? max_scores : int64_t{256} << 10);
+    attend_tiled(q5, k, v, out5, chunk, window, past, hidden, first_keys, max_scores > 0 ? max_scores : int64_t{256} << 10);
   } else {
-    attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden_keys,
+    attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden, first_keys,
                    max_scores > 0 ? max_scores : kBatchedStepScores);
   }
   return out.view({B, T, H * D});

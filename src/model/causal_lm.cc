@@ -208,21 +208,36 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const 
     ALPS_CHECK(cache->length() == 0 || cache->blocks.front().keys.size(0) == B, "a KV cache of ",
                cache->blocks.front().keys.size(0), " sequences continued by a batch of ", B);
     at.past = cache->length();
-    if (cache->next_position.defined()) {
-      at.positions = cache->next_position.unsqueeze(1) + at::arange(T, cache->next_position.options());
-      at.length = cache->next_position.max().item<int64_t>() + T;
-    }
-    if (cache->hidden_keys.defined())
-      at.hidden_keys = at::cat({cache->hidden_keys, at::zeros({B, T}, cache->hidden_keys.options())}, 1);
   }
   at::Tensor h = embed_at(ids, at);
   for (int64_t i = 0; i < num_blocks(); ++i)
     h = state_->arch->block_forward(state_->weight_fn(), i, h, nullptr,
                                     cache != nullptr ? &cache->blocks[static_cast<size_t>(i)] : nullptr, at);
-  if (cache != nullptr) {
-    if (cache->next_position.defined()) cache->next_position = cache->next_position + T;
-    cache->hidden_keys = at.hidden_keys;
-  }
+  return h;
+}
+
+at::Tensor CausalLM::packed_hidden_states(const at::Tensor& ids, const at::Tensor& positions,
+                                          const at::Tensor& hidden) const {
+  ALPS_CHECK(ids.dim() == 2 && positions.sizes() == ids.sizes() && hidden.dim() == 3 &&
+                 hidden.size(0) == ids.size(0) && hidden.size(1) == ids.size(1) && hidden.size(2) == ids.size(1),
+             "packed sequences: token ids ", shape_str(ids.sizes()), ", positions ", shape_str(positions.sizes()),
+             ", hidden keys ", shape_str(hidden.sizes()), " (expected [batch, seq], [batch, seq], [batch, seq, seq])");
+  Placement at;
+  at.packed = true;
+  at.positions = positions.to(state_->device, at::kLong);
+  at.hidden_keys = hidden.to(state_->device, at::kBool);
+  // A step of the attention starts at the first key one of its queries sees: in a sequence of short trees most
+  // keys before a query belong to other trees.
+  const at::Tensor seen = hidden.to(at::kCPU, at::kBool).logical_not().contiguous();
+  at.first_keys = at::empty({ids.size(0), ids.size(1)}, at::kLong);
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const bool* v = seen.data_ptr<bool>();
+  int64_t* first = at.first_keys.data_ptr<int64_t>();
+  for (int64_t r = 0; r < B * T; ++r) first[r] = std::find(v + r * T, v + (r + 1) * T, true) - (v + r * T);
+  if (ids.numel() > 0) at.length = positions.max().item<int64_t>() + 1;
+  at::Tensor h = embed_at(ids, at);
+  for (int64_t i = 0; i < num_blocks(); ++i)
+    h = state_->arch->block_forward(state_->weight_fn(), i, h, nullptr, nullptr, at);
   return h;
 }
 

@@ -137,9 +137,9 @@ TEST_F(Scoring, BatchingAndOrderDoNotChangeScores) {
   }
 }
 
-// The choices of a question share their context: computed once, then continued from its keys and values. The
-// scores equal those of each request's whole input (one-token continuations, questions of equal context length in
-// one batch, a request cut on the left, which runs whole), and fewer positions are computed.
+// The choices of a question share their context: packed as a token tree, the context is computed once. The scores
+// equal those of each request's whole input (one-token continuations, contexts of several lengths in one packed
+// sequence, a request cut on the left, which runs whole), and fewer positions are computed.
 TEST_F(Scoring, SharedContextsScoreAsWholeInputs) {
   std::vector<EncodedRequest> reqs;
   for (int q = 0; q < 6; ++q) {
@@ -177,8 +177,8 @@ TEST_F(Scoring, SharedContextsScoreAsWholeInputs) {
   EXPECT_LT(shared_cost.positions, whole_cost.positions * 3 / 4);
 }
 
-// A sliding window counts cache slots, so padding must never sit inside one: on a windowed model (Mistral fixture,
-// window 8) contexts of different lengths and continuations of different lengths still score as whole inputs.
+// A sliding window counts slots, not depths in a packed tree: on a windowed model (Mistral fixture, window 8) the
+// inputs that reach the window run whole, the others are packed, and all score as whole inputs.
 TEST(ScoringWindowed, SharedContextsOfDifferentLengthsScoreAsWholeInputs) {
   const model::CausalLM m =
       model::CausalLM::load(test::source_dir() / "tests" / "data" / "model" / "mistral_swa");
@@ -200,6 +200,40 @@ TEST(ScoringWindowed, SharedContextsOfDifferentLengthsScoreAsWholeInputs) {
   const auto b = score_requests(m, reqs, whole);
   EXPECT_LT(cost.positions, cost.whole_positions);  // the contexts were shared
   const test_tolerance::Scale scale = test_tolerance::scale_of(m, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood,
+                test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain,
+                                          scale.max_logit))
+        << i;
+    EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
+  }
+}
+
+// Different contexts that share a long prefix (WinoGrande's options: the sentence up to the blank) compute it once;
+// a short shared prefix (a common first word) is not shared. Counted by hand: the positions are the tree's nodes.
+TEST_F(Scoring, InputsSharingALongPrefixComputeItOnce) {
+  std::vector<int64_t> sentence;
+  for (int i = 0; i < 12; ++i) sentence.push_back(300 + (i * 7) % 90);
+  const std::vector<int64_t> rest = {410, 411, 412};
+  std::vector<EncodedRequest> reqs;
+  for (int64_t option : {280, 281}) {
+    std::vector<int64_t> ctx = sentence;
+    ctx.push_back(option);
+    reqs.push_back({ctx, rest});
+  }
+  // Shares only its first token with the others: a tree of its own.
+  std::vector<int64_t> other = {sentence[0]};
+  for (int i = 0; i < 10; ++i) other.push_back(350 + i);
+  reqs.push_back({other, {290, 291}});
+  LoglikelihoodOptions packed, whole;
+  whole.reuse_context = false;
+  ScoringStats cost;
+  const auto a = score_requests(*model_, reqs, packed, {}, &cost);
+  const auto b = score_requests(*model_, reqs, whole);
+  // 12 shared + (1 option + 2 continuation inputs) per option + 11 + 1 for the other request.
+  EXPECT_EQ(cost.positions, 12 + 2 * 3 + 12);
+  EXPECT_EQ(cost.whole_positions, 2 * 15 + 12);
+  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood,
                 test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "model/architecture.h"
 #include "support.h"
@@ -20,7 +21,9 @@ at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const a
   s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
   // Query i sees keys i - window + 1 .. i: everything on or below diagonal -window is hidden.
   if (window > 0) s.masked_fill_(at::ones({T, T}, at::kBool).tril(-window), -INFINITY);
-  if (hidden_keys.defined()) s.masked_fill_(hidden_keys.view({q.size(0), 1, 1, T}), -INFINITY);
+  if (hidden_keys.defined())
+    s.masked_fill_(hidden_keys.dim() == 2 ? hidden_keys.view({B, 1, 1, T}) : hidden_keys.view({B, 1, T, T}),
+                   -INFINITY);
   at::Tensor o = at::matmul(at::softmax(s, -1), vr.to(at::kDouble));  // [B, H, T, D]
   return o.transpose(1, 2).reshape({B, T, H * D});
 }
@@ -122,6 +125,40 @@ TEST(Attention, HiddenKeysTakeNoWeight) {
     for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}})
       EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
           << name(schedule) << " max_scores " << max_scores;
+  EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
+}
+
+// Token trees packed into one sequence (each key hidden from every query that is not the key's node or one of its
+// descendants) attend as the textbook formula with that mask says, and skipping the keys before each query's tree
+// (first_keys) changes nothing, whichever steps the batch is cut into.
+TEST(Attention, PackedTreesSeeTheirAncestorsOnly) {
+  at::manual_seed(5);
+  const int64_t B = 2, H = 4, KV = 2, T = 23;
+  // parent of each node (-1: a root); a node comes after its parent.
+  const std::vector<std::vector<int64_t>> parents = {
+      {-1, 0, 1, 2, 3, 4, 5, 4, 7, 8, -1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21},
+      {-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -1, 12, 13, 12, 15, 16, 16, 18, 15, 20, 21}};
+  at::Tensor hidden = at::ones({B, T, T}, at::kBool), first = at::zeros({B, T}, at::kLong);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = parents[b][t];
+      if (p >= 0) hidden[b][t].copy_(hidden[b][p]);
+      hidden[b][t][t] = false;
+      first[b][t] = p >= 0 ? first[b][p].item<int64_t>() : t;
+    }
+  at::Tensor q = at::randn({B, H, T, 16}), k = at::randn({B, KV, T, 16}), v = at::randn({B, KV, T, 16});
+  const at::Tensor ref = reference_attention(q, k, v, 0.25, 0, hidden);
+  const double vmax = v.abs().max().item<double>();
+  const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+  const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
+  for (AttentionSchedule schedule : kSchedules)
+    for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}}) {
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
+          << name(schedule) << " max_scores " << max_scores;
+      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule, first), ref, tol, 0)
+          << name(schedule) << " max_scores " << max_scores << " with first keys";
+    }
+  // The mask matters: causal attention over the whole sequence differs.
   EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
 }
 

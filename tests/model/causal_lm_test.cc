@@ -103,35 +103,56 @@ TEST_P(GoldenLogits, KVCacheInPiecesEqualsWholeForward) {
   }
 }
 
-// Two sequences of different lengths in one batch, padded on the right and declared with pad_to, continue each
-// at its own position without seeing the padding: their logits are transformers' for each sequence alone. A
-// sliding window shorter than the batch cannot be combined with padding (it counts slots), and says so.
-TEST_P(GoldenLogits, PaddedSequencesContinueAsIfAlone) {
+// Token trees packed into one batch (a prefix shared by two branches, a second tree after it, a shorter row padded):
+// every node's logits are those of its root-to-node path alone: transformers' golden logits for the golden
+// sequences, the model's own forward for the branch no golden covers.
+TEST_P(GoldenLogits, PackedTreesEqualEachPathAlone) {
   CausalLM m = CausalLM::load(fixture(GetParam()));
   io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
   const std::string prefix = m.cache_exact(golden.tensor("input_ids").size(1)) ? "" : "short.";
   const at::Tensor ids = golden.tensor(prefix + "input_ids"), expected = golden.tensor(prefix + "logits");
-  const int64_t T = ids.size(1), n0 = T - 6, n1 = T - 3;
-  at::Tensor context = ids.narrow(1, 0, n1).clone();
-  context[0].narrow(0, n0, n1 - n0).fill_(0);  // row 0 is n0 tokens long: the rest is padding
-  KVCache cache;
-  const at::Tensor first = m.forward(context, &cache);
-  cache.pad_to(at::tensor({n0, n1}, at::kLong));
-  const at::Tensor more = at::stack({ids[0].narrow(0, n0, 3), ids[1].narrow(0, n1, 3)});
-  bool windowed = false;  // some layer's window hides keys of this batch
+  // Depths stay below every sliding window, as a packed forward requires.
+  int64_t T = ids.size(1);
   for (int64_t i = 0; i < m.num_blocks(); ++i)
-    windowed = windowed || (m.config().window_of_layer(i) > 0 && m.config().window_of_layer(i) < T);
-  if (windowed) {
-    EXPECT_THROW(m.forward(more, &cache), Error);
-    return;
-  }
-  const at::Tensor next = m.forward(more, &cache);
+    if (m.config().window_of_layer(i) > 0) T = std::min(T, m.config().window_of_layer(i));
+  const int64_t n0 = T - 4, B = 2;
+  // Each row: tokens with their parents (-1: a root) and depths, a parent before its children.
+  std::vector<std::vector<int64_t>> tokens(B), parents(B), depths(B);
+  auto chain = [&](int64_t row, const at::Tensor& toks, int64_t parent, int64_t depth) {
+    for (int64_t t = 0; t < toks.size(0); ++t) {
+      tokens[row].push_back(toks[t].item<int64_t>());
+      parents[row].push_back(t == 0 ? parent : static_cast<int64_t>(tokens[row].size()) - 2);
+      depths[row].push_back(depth + t);
+    }
+    return static_cast<int64_t>(tokens[row].size()) - 1;  // the last node
+  };
+  const int64_t fork = chain(0, ids[0].narrow(0, 0, n0), -1, 0);
+  const int64_t branch_a = chain(0, ids[0].narrow(0, n0, T - n0), fork, n0) - (T - n0 - 1);
+  const int64_t branch_b = chain(0, ids[1].narrow(0, 0, 3), fork, n0) - 2;
+  const int64_t second = chain(0, ids[1].narrow(0, 0, T), -1, 0) - (T - 1);
+  chain(1, ids[1].narrow(0, 0, 5), -1, 0);
+  const int64_t W = static_cast<int64_t>(tokens[0].size());
+  at::Tensor packed = at::zeros({B, W}, at::kLong), positions = at::zeros({B, W}, at::kLong);
+  at::Tensor hidden = at::ones({B, W, W}, at::kBool);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < W; ++t) {
+      if (t < static_cast<int64_t>(tokens[b].size())) {
+        packed[b][t] = tokens[b][t];
+        positions[b][t] = depths[b][t];
+        if (parents[b][t] >= 0) hidden[b][t].copy_(hidden[b][parents[b][t]]);
+      }
+      hidden[b][t][t] = false;
+    }
+  const at::Tensor logits = m.head(m.packed_hidden_states(packed, positions, hidden));
   const double tol = logits_bound(m, expected);
-  EXPECT_ALL_CLOSE(first[0].narrow(0, 0, n0), expected[0].narrow(0, 0, n0), tol, 0);
-  EXPECT_ALL_CLOSE(first[1], expected[1].narrow(0, 0, n1), tol, 0);
-  EXPECT_ALL_CLOSE(next[0], expected[0].narrow(0, n0, 3), tol, 0);
-  EXPECT_ALL_CLOSE(next[1], expected[1].narrow(0, n1, 3), tol, 0);
-  EXPECT_TRUE(cache.next_position.equal(at::tensor({n0 + 3, n1 + 3}, at::kLong)));
+  EXPECT_ALL_CLOSE(logits[0].narrow(0, 0, n0), expected[0].narrow(0, 0, n0), tol, 0);
+  EXPECT_ALL_CLOSE(logits[0].narrow(0, branch_a, T - n0), expected[0].narrow(0, n0, T - n0), tol, 0);
+  EXPECT_ALL_CLOSE(logits[0].narrow(0, second, T), expected[1].narrow(0, 0, T), tol, 0);
+  EXPECT_ALL_CLOSE(logits[1].narrow(0, 0, 5), expected[1].narrow(0, 0, 5), tol, 0);
+  const at::Tensor path_b = at::cat({ids[0].narrow(0, 0, n0), ids[1].narrow(0, 0, 3)}).unsqueeze(0);
+  EXPECT_ALL_CLOSE(logits[0].narrow(0, branch_b, 3), m.forward(path_b)[0].narrow(0, n0, 3), tol, 0);
+  // The prefix was computed once: the packed row is shorter than its paths laid end to end.
+  EXPECT_EQ(W, 2 * T + 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,

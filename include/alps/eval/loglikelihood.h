@@ -7,7 +7,8 @@
 //    the single token BOS (EOS when the tokenizer has none);
 //  - the model sees (context + continuation)[-(max_length + 1):][:-1] (left truncation), and the score is the sum
 //    of the continuation tokens' log-softmax (fp32) and whether each is the argmax (is-greedy).
-// Unlike lm-eval, a context shared by several requests (the choices of a question) is computed once.
+// Unlike lm-eval, a prefix shared by several requests' inputs (the context of a question's choices, the sentence
+// before WinoGrande's blank, a passage asked about twice) is computed once: the inputs are packed as token tries.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -35,9 +36,11 @@ struct RequestScore {
 struct LoglikelihoodOptions {
   bool add_bos = false;    ///< lm-eval's add_bos_token
   int64_t max_length = 0;  ///< tokens the model sees at most (0: the model's max_position_embeddings)
-  int64_t batch_size = 1;  ///< requests per forward pass (sorted longest first, padded on the right)
-  /// Requests with the same context tokens compute the context once and continue from its keys and values (the
-  /// same numbers up to rounding); false scores every request's whole input, as lm-eval does.
+  /// Sequences per forward pass. Packed sequences are as long as the longest packed input (at least 512 tokens)
+  /// and hold as many inputs as fit; requests that run whole are sorted longest first and padded on the right.
+  int64_t batch_size = 1;
+  /// Inputs that share a prefix compute it once, packed into sequences as token tries (the same numbers up to
+  /// rounding); false scores every request's whole input, as lm-eval does.
   bool reuse_context = true;
 };
 

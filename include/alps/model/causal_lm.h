@@ -78,6 +78,12 @@ class CausalLM {
   /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its
   /// sequences and extend it.
   at::Tensor hidden_states(const at::Tensor& ids, KVCache* cache = nullptr) const;
+  /// Final hidden states [batch, seq, hidden] of sequences that each hold several token trees (inputs that share
+  /// a prefix hold it once): `positions` [batch, seq] int64 is each token's depth in its tree, and `hidden`
+  /// [batch, seq, seq] bool hides from each token every key that is neither the token nor one of its ancestors
+  /// (which come before it). A token's state is the one a forward over its root-to-token path alone gives (up to
+  /// rounding) while every depth is below the model's sliding windows.
+  at::Tensor packed_hidden_states(const at::Tensor& ids, const at::Tensor& positions, const at::Tensor& hidden) const;
   /// hidden_states, then the head. `last_only`: the head runs on the last position only (logits [batch, 1, vocab]).
   at::Tensor forward(const at::Tensor& ids, KVCache* cache = nullptr, bool last_only = false) const;
   /// Whether a cache extended up to `length` positions gives what one forward over them gives (up to rounding).
