@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "alps/core/error.h"
@@ -121,23 +122,26 @@ void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>
 // Tokens a packed sequence holds at least.
 constexpr size_t kPackedLength = 512;
 
-// One packed sequence: the token trie of the requests placed in it, nodes in creation order (a parent before its
-// children), and for each of its requests the nodes whose hidden states predict the continuation's tokens.
+// One packed sequence, or one tree of it: the token trees of the requests placed in it, nodes in creation order (a
+// parent before its children), and for each of its requests the nodes whose states predict the continuation's
+// tokens.
 struct PackedSequence {
   std::vector<int64_t> tokens, parents, depths;  // parent -1: a root
   std::vector<int64_t> requests;
   std::vector<std::vector<int64_t>> predictors;
 };
 
-// Lays the inputs of `order` out as token tries in sequences of at most `length` nodes. Sorted, the inputs that
+// Lays the inputs of `order` out as token trees in sequences of at most `length` nodes. Sorted, the inputs that
 // share a prefix are neighbours, and each shares with the one before it exactly its longest common prefix with
-// everything already in the sequence.
+// everything already in its tree. The trees then fill the sequences largest first, each into the sequence it fits
+// best, so that few sequences end in padding and no tree is cut for want of room (only one that outgrows a
+// sequence by itself).
 std::vector<PackedSequence> pack(const std::vector<EncodedRequest>& requests, std::vector<int64_t> order,
                                  size_t length) {
   std::vector<std::vector<int64_t>> inputs(requests.size());
   for (int64_t r : order) inputs[static_cast<size_t>(r)] = full_input(requests[static_cast<size_t>(r)]);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return inputs[a] < inputs[b]; });
-  std::vector<PackedSequence> out;
+  std::vector<PackedSequence> trees;
   std::vector<int64_t> path;  // the nodes of the previous input, by depth
   const std::vector<int64_t>* previous = nullptr;
   for (int64_t r : order) {
@@ -148,23 +152,51 @@ std::vector<PackedSequence> pack(const std::vector<EncodedRequest>& requests, st
     // A short shared prefix (ARC's "Question:", a common first word) is not worth it: every query of the new
     // branch would attend over the whole tree before it, where a tree of its own repeats only a few positions.
     if (4 * shared < in.size() - shared) shared = 0;
-    if (out.empty() || out.back().tokens.size() + (in.size() - shared) > length) {
-      out.emplace_back();
+    if (shared == 0 || trees.back().tokens.size() + (in.size() - shared) > length) {
+      trees.emplace_back();
       shared = 0;
     }
-    PackedSequence& seq = out.back();
+    PackedSequence& tree = trees.back();
     path.resize(shared);
     for (size_t t = shared; t < in.size(); ++t) {
-      path.push_back(static_cast<int64_t>(seq.tokens.size()));
-      seq.tokens.push_back(in[t]);
-      seq.parents.push_back(t == 0 ? -1 : path[t - 1]);
-      seq.depths.push_back(static_cast<int64_t>(t));
+      path.push_back(static_cast<int64_t>(tree.tokens.size()));
+      tree.tokens.push_back(in[t]);
+      tree.parents.push_back(t == 0 ? -1 : path[t - 1]);
+      tree.depths.push_back(static_cast<int64_t>(t));
     }
     // The context's last position predicts the first continuation token, each later input position the next.
     const size_t first = requests[static_cast<size_t>(r)].context.size() - 1;
-    seq.requests.push_back(r);
-    seq.predictors.emplace_back(path.begin() + static_cast<std::ptrdiff_t>(first), path.end());
+    tree.requests.push_back(r);
+    tree.predictors.emplace_back(path.begin() + static_cast<std::ptrdiff_t>(first), path.end());
     previous = &in;
+  }
+  std::stable_sort(trees.begin(), trees.end(), [](const PackedSequence& a, const PackedSequence& b) {
+    return a.tokens.size() > b.tokens.size();
+  });
+  std::vector<PackedSequence> out;
+  std::multimap<size_t, size_t> room;  // free nodes -> sequence
+  for (const PackedSequence& tree : trees) {
+    const size_t size = tree.tokens.size();
+    auto fit = room.lower_bound(size);
+    size_t free = length, s = out.size();
+    if (fit == room.end()) {
+      out.emplace_back();
+    } else {
+      free = fit->first;
+      s = fit->second;
+      room.erase(fit);
+    }
+    PackedSequence& seq = out[s];
+    const int64_t offset = static_cast<int64_t>(seq.tokens.size());
+    seq.tokens.insert(seq.tokens.end(), tree.tokens.begin(), tree.tokens.end());
+    for (int64_t p : tree.parents) seq.parents.push_back(p < 0 ? p : p + offset);
+    seq.depths.insert(seq.depths.end(), tree.depths.begin(), tree.depths.end());
+    seq.requests.insert(seq.requests.end(), tree.requests.begin(), tree.requests.end());
+    for (const std::vector<int64_t>& nodes : tree.predictors) {
+      seq.predictors.emplace_back();
+      for (int64_t n : nodes) seq.predictors.back().push_back(n + offset);
+    }
+    if (free > size) room.emplace(free - size, s);
   }
   return out;
 }

@@ -243,6 +243,40 @@ TEST_F(Scoring, InputsSharingALongPrefixComputeItOnce) {
   }
 }
 
+// More trees than one packed sequence holds (about 2,000 positions in sequences of 512): they fill several
+// sequences, the smaller trees placed into the room the larger ones left, and every request still scores as its
+// whole input, one sequence per forward or three.
+TEST_F(Scoring, TreesFillSeveralSequencesAndScoreAsWholeInputs) {
+  std::vector<EncodedRequest> reqs;
+  for (int q = 0; q < 40; ++q) {
+    std::vector<int64_t> ctx;
+    for (int i = 0; i < 10 + (q * 17) % 50; ++i) ctx.push_back(270 + (i * 11 + q * 29) % 200);
+    for (int c = 0; c < 1 + q % 3; ++c) {
+      std::vector<int64_t> cont;
+      for (int i = 0; i < 1 + (c * 5 + q) % 7; ++i) cont.push_back(300 + (i * 13 + c * 7 + q) % 150);
+      reqs.push_back({ctx, cont});
+    }
+  }
+  LoglikelihoodOptions one, three, whole;
+  three.batch_size = 3;
+  whole.reuse_context = false;
+  ScoringStats cost;
+  const auto a = score_requests(*model_, reqs, one, {}, &cost);
+  const auto b = score_requests(*model_, reqs, three);
+  const auto c = score_requests(*model_, reqs, whole);
+  EXPECT_GT(cost.positions, 1024);  // more than two sequences' worth
+  EXPECT_LT(cost.positions, cost.whole_positions);
+  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const double tol =
+        test_tolerance::tolerance(c[i].loglikelihood, reqs[i].continuation.size(), scale.chain, scale.max_logit);
+    EXPECT_NEAR(a[i].loglikelihood, c[i].loglikelihood, tol) << i;
+    EXPECT_NEAR(b[i].loglikelihood, c[i].loglikelihood, tol) << i;
+    EXPECT_EQ(a[i].is_greedy, c[i].is_greedy) << i;
+    EXPECT_EQ(b[i].is_greedy, c[i].is_greedy) << i;
+  }
+}
+
 TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
   // Greedy-decode 4 tokens after a prompt, then score them: is_greedy holds; change the last one and it does not.
   std::vector<int64_t> seq = {1, 403, 407};
