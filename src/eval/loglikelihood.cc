@@ -202,7 +202,8 @@ std::vector<PackedSequence> pack(const std::vector<EncodedRequest>& requests, st
 }
 
 // Runs sequences [s0, s1) as one batch [n, T] (T: the longest of them) and scores their requests. A node sees
-// itself and its ancestors; a pad slot sees only itself.
+// itself and its ancestors. The pad slots after a shorter sequence form one chain of their own (whose states
+// nobody reads), so that the attention treats them as one tree rather than as one tree per slot.
 void run_packed(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
                 const std::vector<PackedSequence>& seqs, size_t s0, size_t s1, std::vector<RequestScore>& out) {
   size_t T = 0;
@@ -222,6 +223,8 @@ void run_packed(const model::CausalLM& model, const std::vector<EncodedRequest>&
         id[t] = seq.tokens[t];
         pos[t] = seq.depths[t];
         if (seq.parents[t] >= 0) std::copy_n(h + seq.parents[t] * width, width, h + t * width);
+      } else if (t > seq.tokens.size()) {
+        std::copy_n(h + (t - 1) * width, width, h + t * width);
       }
       h[t * width + t] = false;
     }

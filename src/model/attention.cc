@@ -204,6 +204,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   ALPS_CHECK(!hidden.defined() || (hidden.dim() == 2 && hidden.size(1) == S) ||
                  (hidden.dim() == 3 && hidden.size(1) == T && hidden.size(2) == S),
              "attention: hidden keys of shape ", hidden.sizes(), " for ", T, " queries and ", S, " keys");
+  ALPS_CHECK(!first_keys.defined() || (first_keys.is_cpu() && first_keys.scalar_type() == at::kLong &&
+                                       first_keys.dim() == 2 && first_keys.size(0) == B && first_keys.size(1) == T),
+             "attention: first keys must be a host int64 tensor [", B, ", ", T, "], got ", first_keys.sizes());
   const int64_t rep = H / KV;
   // A sliding window only matters once some query has more than `window` keys before it.
   if (window >= S) window = 0;
@@ -214,8 +217,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   // The output is written in place as [B, T, H, D], the layout the output projection reads.
   at::Tensor out = at::empty({B, T, KV, rep, D}, q.options());
   const at::Tensor out5 = out.permute({0, 2, 3, 1, 4});
-  // Tiles pay a handful of operator calls each: a few queries against a short cache (a continuation after its
-  // context) run faster as one batched step.
+  // Tiles pay a handful of operator calls each: a few queries against a short cache (a decoding step) run faster
+  // as one batched step.
   if (schedule == AttentionSchedule::automatic)
     schedule = q.is_cpu() && q.scalar_type() == at::kFloat && !products_in_intra_op_pool() && rep * T * S >= 16384
                    ? AttentionSchedule::tiled
@@ -224,7 +227,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
     ALPS_CHECK(q.is_cpu() && q.scalar_type() == at::kFloat, "attention: tiled steps are for fp32 on the CPU");
     // 1 MB of scores per tile, one core's L2 cache here: tiles of 192K-1M scores ran within 5% of each other on
     // the OPT-125M and SmolLM2 shapes, 64K and less up to 1.6x slower (alps_bench_block).
-    attend_tiled(q5, k, v, out5, chunk, window, past, hidden, first_keys, max_scores > 0 ? max_scores : int64_t{256} << 10);
+    attend_tiled(q5, k, v, out5, chunk, window, past, hidden, first_keys,
+                 max_scores > 0 ? max_scores : int64_t{256} << 10);
   } else {
     attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden, first_keys,
                    max_scores > 0 ? max_scores : kBatchedStepScores);

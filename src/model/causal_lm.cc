@@ -201,7 +201,7 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
 
 at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const {
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
-  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t B = ids.size(0);
   Placement at;
   if (cache != nullptr) {
     cache->blocks.resize(static_cast<size_t>(num_blocks()));
@@ -233,7 +233,10 @@ at::Tensor CausalLM::packed_hidden_states(const at::Tensor& ids, const at::Tenso
   const int64_t B = ids.size(0), T = ids.size(1);
   const bool* v = seen.data_ptr<bool>();
   int64_t* first = at.first_keys.data_ptr<int64_t>();
-  for (int64_t r = 0; r < B * T; ++r) first[r] = std::find(v + r * T, v + (r + 1) * T, true) - (v + r * T);
+  for (int64_t r = 0; r < B * T; ++r) {
+    ALPS_CHECK(v[r * T + r % T], "packed sequences: token ", r % T, " of sequence ", r / T, " does not see itself");
+    first[r] = std::find(v + r * T, v + (r + 1) * T, true) - (v + r * T);
+  }
   if (ids.numel() > 0) at.length = positions.max().item<int64_t>() + 1;
   at::Tensor h = embed_at(ids, at);
   for (int64_t i = 0; i < num_blocks(); ++i)

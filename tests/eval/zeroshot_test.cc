@@ -79,6 +79,20 @@ TEST(EncodeRequest, BosOnlyWhenAskedAndForEmptyContexts) {
   EXPECT_EQ(empty.continuation, ids(" word"));
 }
 
+// `got` scores `requests` as their whole inputs score (`whole`): log-likelihoods within the rounding of a logit's
+// chain of products, the same is-greedy flags.
+void expect_scores_as_whole(const model::CausalLM& m, const std::vector<EncodedRequest>& requests,
+                            const std::vector<RequestScore>& got, const std::vector<RequestScore>& whole) {
+  const test_tolerance::Scale scale = test_tolerance::scale_of(m, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_NEAR(got[i].loglikelihood, whole[i].loglikelihood,
+                test_tolerance::tolerance(whole[i].loglikelihood, requests[i].continuation.size(), scale.chain,
+                                          scale.max_logit))
+        << i;
+    EXPECT_EQ(got[i].is_greedy, whole[i].is_greedy) << i;
+  }
+}
+
 class Scoring : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -199,14 +213,7 @@ TEST(ScoringWindowed, SharedContextsOfDifferentLengthsScoreAsWholeInputs) {
   const auto a = score_requests(m, reqs, shared, {}, &cost);
   const auto b = score_requests(m, reqs, whole);
   EXPECT_LT(cost.positions, cost.whole_positions);  // the contexts were shared
-  const test_tolerance::Scale scale = test_tolerance::scale_of(m, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood,
-                test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain,
-                                          scale.max_logit))
-        << i;
-    EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
-  }
+  expect_scores_as_whole(m, reqs, a, b);
 }
 
 // Different contexts that share a long prefix (WinoGrande's options: the sentence up to the blank) compute it once;
@@ -233,14 +240,7 @@ TEST_F(Scoring, InputsSharingALongPrefixComputeItOnce) {
   // 12 shared + (1 option + 2 continuation inputs) per option + 11 + 1 for the other request.
   EXPECT_EQ(cost.positions, 12 + 2 * 3 + 12);
   EXPECT_EQ(cost.whole_positions, 2 * 15 + 12);
-  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_NEAR(a[i].loglikelihood, b[i].loglikelihood,
-                test_tolerance::tolerance(b[i].loglikelihood, reqs[i].continuation.size(), scale.chain,
-                                          scale.max_logit))
-        << i;
-    EXPECT_EQ(a[i].is_greedy, b[i].is_greedy) << i;
-  }
+  expect_scores_as_whole(*model_, reqs, a, b);
 }
 
 // More trees than one packed sequence holds (about 2,000 positions in sequences of 512): they fill several
@@ -266,15 +266,8 @@ TEST_F(Scoring, TreesFillSeveralSequencesAndScoreAsWholeInputs) {
   const auto c = score_requests(*model_, reqs, whole);
   EXPECT_GT(cost.positions, 1024);  // more than two sequences' worth
   EXPECT_LT(cost.positions, cost.whole_positions);
-  const test_tolerance::Scale scale = test_tolerance::scale_of(*model_, reqs);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const double tol =
-        test_tolerance::tolerance(c[i].loglikelihood, reqs[i].continuation.size(), scale.chain, scale.max_logit);
-    EXPECT_NEAR(a[i].loglikelihood, c[i].loglikelihood, tol) << i;
-    EXPECT_NEAR(b[i].loglikelihood, c[i].loglikelihood, tol) << i;
-    EXPECT_EQ(a[i].is_greedy, c[i].is_greedy) << i;
-    EXPECT_EQ(b[i].is_greedy, c[i].is_greedy) << i;
-  }
+  expect_scores_as_whole(*model_, reqs, a, c);
+  expect_scores_as_whole(*model_, reqs, b, c);
 }
 
 TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
