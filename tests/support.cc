@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include "alps/core/error.h"
+
 namespace alps::test {
 
 namespace fs = std::filesystem;
@@ -119,6 +121,15 @@ CliResult run_cli(const std::vector<std::string>& args, const CliContext& contex
   r.err = slurp(tmp / "err");
   return r;
 #endif
+}
+
+std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const alps::Error& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace alps::test

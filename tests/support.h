@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ inline constexpr const char* kMissingDataMarker = "missing test data:";
 /// Appends "<test>: <what>" to $ALPS_MISSING_DATA_LOG when it is set; returns the skip message: the marker, what is
 /// missing and how to get it.
 std::string note_missing_data(const std::string& what, const std::string& how_to_get_it);
+
+/// What `f` is refused with: the message of the alps::Error it throws, or "no error" when it returns (so that a
+/// check for the expected words fails, showing that nothing was refused). Other exceptions pass through.
+std::string error_message(const std::function<void()>& f);
 
 /// Skips the calling test unless data_dir() / `relative` exists, saying what is missing and how to get it.
 #define ALPS_REQUIRE_DATA(relative)                                                                                    \

@@ -128,12 +128,7 @@ std::vector<TaskDoc> build(const std::string& task, const std::vector<std::strin
 
 std::string error_of(const std::string& task, const std::vector<std::string>& lines) {
   test::TempDir tmp;
-  try {
-    build(task, lines, tmp);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::error_message([&] { build(task, lines, tmp); });
 }
 
 TEST(TaskConstruction, ArcAnswerKeyAmongLettersOrDigits) {

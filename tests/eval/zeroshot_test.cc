@@ -304,14 +304,7 @@ TEST(ResolveTasks, NamesFilesAndOverrides) {
   tasks = resolve_tasks({"rte"}, data, {"rte=" + (tmp / "mine.jsonl").string()});
   EXPECT_EQ(tasks[0].file, tmp / "mine.jsonl");
   auto error = [&](const std::vector<std::string>& names, const std::vector<std::string>& overrides,
-                   const fs::path& dir) {
-    try {
-      resolve_tasks(names, dir, overrides);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+                   const fs::path& dir) { return test::error_message([&] { resolve_tasks(names, dir, overrides); }); };
   EXPECT_NE(error({"piqaa"}, {}, data).find("unknown task 'piqaa'"), std::string::npos);
   EXPECT_NE(error({"rte"}, {"piqa=x"}, data).find("task piqa is not among the tasks"), std::string::npos);
   EXPECT_NE(error({"rte"}, {"rte"}, data).find("expected TASK=FILE"), std::string::npos);

@@ -10,15 +10,6 @@
 namespace alps::io {
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(TextFiles, ReadsJsonLinesArraysAndGzipWithLimits) {
   test::TempDir dir;
   std::ofstream(dir / "a.jsonl") << "{\"text\": \"one\"}\n\n{\"text\": \"two\", \"url\": \"u\"}\n{\"text\": \"three\"}";
@@ -41,15 +32,15 @@ TEST(TextFiles, ReadsJsonLinesArraysAndGzipWithLimits) {
 TEST(TextFiles, ErrorsNameTheFileAndRecord) {
   test::TempDir dir;
   std::ofstream(dir / "bad.jsonl") << "{\"text\": \"ok\"}\n{\"content\": \"no text\"}\n";
-  EXPECT_NE(message_of([&] { read_text_records(dir / "bad.jsonl"); }).find("bad.jsonl: record 2 has no string field"),
+  EXPECT_NE(test::error_message([&] { read_text_records(dir / "bad.jsonl"); }).find("bad.jsonl: record 2 has no string field"),
             std::string::npos);
   std::ofstream(dir / "broken.jsonl") << "{\"text\": \"ok\"}\n{\"text\": \n";
-  EXPECT_NE(message_of([&] { read_text_records(dir / "broken.jsonl"); }).find("record 2 is not valid JSON"),
+  EXPECT_NE(test::error_message([&] { read_text_records(dir / "broken.jsonl"); }).find("record 2 is not valid JSON"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { read_text_file(dir / "missing.txt"); }).find("missing.txt does not exist"),
+  EXPECT_NE(test::error_message([&] { read_text_file(dir / "missing.txt"); }).find("missing.txt does not exist"),
             std::string::npos);
   std::ofstream(dir / "corrupt.gz") << "\x1f\x8b\x08\x00garbage-not-deflate";
-  EXPECT_NE(message_of([&] { read_text_file(dir / "corrupt.gz"); }).find("corrupt.gz"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { read_text_file(dir / "corrupt.gz"); }).find("corrupt.gz"), std::string::npos);
 }
 
 }  // namespace

@@ -96,12 +96,7 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
     } else {
       continue;
     }
-    std::string message = "no error";
-    try {
-      recipe_from_json(changed, "recipe r.json");
-    } catch (const Error& e) {
-      message = e.what();
-    }
+    const std::string message = test::error_message([&] { recipe_from_json(changed, "recipe r.json"); });
     const std::string rule = k.problem != nullptr ? "\": unknown" : "\" must be";
     EXPECT_NE(message.find("recipe r.json: \"" + k.path() + rule), std::string::npos) << message;
   }
@@ -169,12 +164,7 @@ TEST(Recipe, RepeatedKeysAreRefused) {
   test::TempDir tmp;
   const auto write_and_load = [&](const char* text) {
     std::ofstream(tmp / "r.json") << text;
-    try {
-      load_recipe(tmp / "r.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return test::error_message([&] { load_recipe(tmp / "r.json"); });
   };
   const std::string file = (tmp / "r.json").string();
   EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, // the first

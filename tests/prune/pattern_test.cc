@@ -3,22 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "alps/core/error.h"
+#include "support.h"
 
 namespace alps::prune {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no alps::Error";
-  return "";
-}
 
 TEST(Pattern, ParsesUnstructuredAndNm) {
   Pattern p = Pattern::parse("0.7");
@@ -36,21 +25,21 @@ TEST(Pattern, ParsesUnstructuredAndNm) {
 }
 
 TEST(Pattern, RejectsBadText) {
-  EXPECT_NE(error_of([] { Pattern::parse("1.5"); }).find("[0, 1)"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("1"); }).find("[0, 1)"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("-0.1"); }).find("[0, 1)"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("nan"); }).find("[0, 1)"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("abc"); }).find("'abc'"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("0.5x"); }).find("'0.5x'"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("2:"); }).find("N:M"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::parse("5:4"); }).find("N <= M"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("1.5"); }).find("[0, 1)"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("1"); }).find("[0, 1)"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("-0.1"); }).find("[0, 1)"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("nan"); }).find("[0, 1)"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("abc"); }).find("'abc'"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("0.5x"); }).find("'0.5x'"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("2:"); }).find("N:M"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("5:4"); }).find("N <= M"), std::string::npos);
   // 0:M keeps no weight at all, like sparsity 1.
-  EXPECT_NE(error_of([] { Pattern::parse("0:4"); }).find("0:M would prune every weight"), std::string::npos);
-  EXPECT_NE(error_of([] { Pattern::n_m(0, 1); }).find("1 <= N <= M"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("0:4"); }).find("0:M would prune every weight"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::n_m(0, 1); }).find("1 <= N <= M"), std::string::npos);
 }
 
 TEST(Pattern, CheckShapeNamesTheProblem) {
-  EXPECT_EQ(error_of([] { Pattern::n_m(2, 4).check_shape(8, 170); }), "2:4 needs in % 4 == 0, got in = 170");
+  EXPECT_EQ(alps::test::error_message([] { Pattern::n_m(2, 4).check_shape(8, 170); }), "2:4 needs in % 4 == 0, got in = 170");
   EXPECT_NO_THROW(Pattern::n_m(2, 4).check_shape(8, 172));
   EXPECT_NO_THROW(Pattern::unstructured(0.5).check_shape(8, 170));
 }

@@ -20,13 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string load_error(const fs::path& p) {
-  try {
-    load_problem(p);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error loading " << p;
-  return "";
+  return alps::test::error_message([&] { load_problem(p); });
 }
 
 TEST(LayerProblem, FileRoundTrip) {
@@ -107,12 +101,7 @@ TEST(LayerProblem, CheckProblemRejectsNonFiniteAndMismatchedShapes) {
 }
 
 std::string gram_error(const LayerProblem& p) {
-  try {
-    check_gram(p, "g.safetensors");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return alps::test::error_message([&] { check_gram(p, "g.safetensors"); });
 }
 
 // Rank-deficient Gram matrices (fewer tokens than features) have zero eigenvalues that rounding makes slightly
@@ -127,7 +116,7 @@ TEST(LayerProblem, CheckGramAcceptsRoundedGramMatrices) {
       p.G = X.t().matmul(X);
       p.tokens = T;
       p.name = "ok";
-      EXPECT_EQ(gram_error(p), "") << "T " << T << " seed " << seed;
+      EXPECT_EQ(gram_error(p), "no error") << "T " << T << " seed " << seed;
       // Along the null space of X the numerator is rounding noise of either sign: the error is >= 0, never negative.
       if (T < 48) {
         at::Tensor null_dir = std::get<2>(at::linalg_svd(X.to(at::kDouble), true)).select(0, 47).to(at::kFloat);
@@ -157,24 +146,17 @@ TEST(LayerProblem, CheckGramRejectsAsymmetricAndIndefiniteGrams) {
 
   // Every method refuses it through solve_layer, and its error would have been negative.
   for (const std::string& name : method_names()) {
-    try {
+    msg = alps::test::error_message([&] {
       solve_layer(*make_method(name, nlohmann::json::object()), bad, Pattern::unstructured(0.5), Refine::kNone);
-      ADD_FAILURE() << name << " solved an indefinite gram";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("not positive semi-definite"), std::string::npos) << name << ": " << e.what();
-    }
+    });
+    EXPECT_NE(msg.find("not positive semi-definite"), std::string::npos) << name << ": " << msg;
   }
   // dW rows (sqrt(G_11), -sqrt(G_00), 0, ...) give dW G dW^T = G_00 G_11 (2 - 2 * 2) < 0 per row.
   at::Tensor W = bad.W0.clone();
   W.select(1, 0).add_(std::sqrt(p.G[1][1].item<double>()));
   W.select(1, 1).sub_(std::sqrt(p.G[0][0].item<double>()));
-  try {
-    const double err = relative_error(bad, W);
-    ADD_FAILURE() << "relative error " << err << " reported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("relative error of model.layers.1.mlp.up_proj is negative"),
-              std::string::npos) << e.what();
-  }
+  msg = alps::test::error_message([&] { (void)relative_error(bad, W); });
+  EXPECT_NE(msg.find("relative error of model.layers.1.mlp.up_proj is negative"), std::string::npos) << msg;
 }
 
 TEST(Synthetic, InputsHaveOutliersMeansCorrelationAndHeavyTailedWeights) {
