@@ -40,7 +40,7 @@ TEST(Architectures, UnknownArchitectureOrModelTypeNamesFileFieldAndTheSupportedO
   test::TempDir tmp;
   const fs::path dir = copy_fixture("qwen2_linear", tmp);
   edit_config(dir, [](json& j) { j["architectures"] = {"Qwen3ForCausalLM"}; });
-  std::string msg = error_of([&] { CausalLM::load(dir); });
+  std::string msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find((dir / "config.json").string() + ": unknown architecture 'Qwen3ForCausalLM' in field "
                      "'architectures' (supported: LlamaForCausalLM, MistralForCausalLM"),
             std::string::npos)
@@ -49,10 +49,10 @@ TEST(Architectures, UnknownArchitectureOrModelTypeNamesFileFieldAndTheSupportedO
     j.erase("architectures");
     j["model_type"] = "mixtral";
   });
-  msg = error_of([&] { CausalLM::load(dir); });
+  msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find("no 'architectures' and unknown model_type 'mixtral'"), std::string::npos) << msg;
   edit_config(dir, [](json& j) { j["architectures"] = {42}; });
-  msg = error_of([&] { CausalLM::load(dir); });
+  msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find("field 'architectures' must list names"), std::string::npos) << msg;
 }
 
@@ -75,7 +75,7 @@ TEST(Architectures, MistralSlidingWindowDefaultsAsMistralConfig) {
   edit_config(dir, [](json& j) { j["sliding_window"] = 24; });
   EXPECT_TRUE(CausalLM::load(dir).forward(ids).equal(full));
   edit_config(dir, [](json& j) { j["sliding_window"] = 0; });
-  EXPECT_NE(error_of([&] { load_config(dir / "config.json"); }).find("sliding_window must be positive, got 0"),
+  EXPECT_NE(test::error_message([&] { load_config(dir / "config.json"); }).find("sliding_window must be positive, got 0"),
             std::string::npos);
 }
 
@@ -146,7 +146,7 @@ TEST(Architectures, UnsupportedValuesNameFileAndField) {
   for (const auto& [fixture_name, edit, expected] : cases) {
     fs::path dir = copy_fixture(fixture_name, tmp);
     edit_config(dir, edit);
-    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    const std::string msg = test::error_message([&] { CausalLM::load(dir); });
     EXPECT_NE(msg.find((dir / "config.json").string() + ": "), std::string::npos) << msg;
     EXPECT_NE(msg.find(expected), std::string::npos) << expected << " | " << msg;
   }
@@ -179,7 +179,7 @@ TEST(Architectures, OnlyDynamicRopeRunsPastMaxPositionEmbeddings) {
   EXPECT_EQ(dynamic.forward(at::zeros({1, 100}, at::kLong)).size(1), 100);
   CausalLM linear = CausalLM::load(fixture("qwen2_linear"));
   EXPECT_EQ(linear.config().max_sequence_length(), 128);
-  EXPECT_NE(error_of([&] { linear.forward(at::zeros({1, 129}, at::kLong)); })
+  EXPECT_NE(test::error_message([&] { linear.forward(at::zeros({1, 129}, at::kLong)); })
                 .find("sequence of 129 tokens exceeds the model's 128 positions"),
             std::string::npos);
 }
@@ -191,11 +191,11 @@ TEST(Architectures, Qwen2NeedsQkvBiasesAndNoOtherBias) {
     auto k_bias = [](auto& t) { return t.first == "model.layers.1.self_attn.k_proj.bias"; };
     ts.erase(std::remove_if(ts.begin(), ts.end(), k_bias), ts.end());
   });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("missing tensor model.layers.1.self_attn.k_proj.bias ([16])"),
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("missing tensor model.layers.1.self_attn.k_proj.bias ([16])"),
             std::string::npos);
   dir = copy_fixture("qwen2_linear", tmp);
   rewrite_weights(dir, [](auto& ts) { ts.emplace_back("model.layers.0.self_attn.o_proj.bias", at::zeros({32})); });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("unexpected tensor model.layers.0.self_attn.o_proj.bias"),
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("unexpected tensor model.layers.0.self_attn.o_proj.bias"),
             std::string::npos);
 }
 

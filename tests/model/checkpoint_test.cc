@@ -25,7 +25,7 @@ TEST(Checkpoint, WrongShapeNamesTensorFileAndShapes) {
     for (auto& [name, t] : ts)
       if (name == "model.layers.1.mlp.up_proj.weight") t = t.t().contiguous();
   });
-  EXPECT_EQ(error_of([&] { CausalLM::load(dir); }).rfind(
+  EXPECT_EQ(test::error_message([&] { CausalLM::load(dir); }).rfind(
                 "model.layers.1.mlp.up_proj.weight in model.safetensors: expected [48, 32], got [32, 48]", 0),
             0u);
 }
@@ -37,12 +37,12 @@ TEST(Checkpoint, MissingAndExtraTensors) {
     ts.erase(std::remove_if(ts.begin(), ts.end(), [](auto& p) { return p.first.find("layers.1.fc2.bias") != std::string::npos; }),
              ts.end());
   });
-  std::string msg = error_of([&] { CausalLM::load(dir); });
+  std::string msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find("missing tensor model.decoder.layers.1.fc2.bias"), std::string::npos) << msg;
 
   fs::path dir2 = copy_fixture("opt_post", tmp);
   rewrite_weights(dir2, [](auto& ts) { ts.emplace_back("model.decoder.layers.2.fc1.weight", at::zeros({64, 32})); });
-  msg = error_of([&] { CausalLM::load(dir2); });
+  msg = test::error_message([&] { CausalLM::load(dir2); });
   EXPECT_NE(msg.find("unexpected tensor model.decoder.layers.2.fc1.weight in model.safetensors"), std::string::npos)
       << msg;
 }
@@ -54,7 +54,7 @@ TEST(Checkpoint, IntegerDtypeRejected) {
     for (auto& [name, t] : ts)
       if (name == "model.decoder.layers.0.fc1.bias") t = t.to(at::kInt);
   });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("fc1.bias in model.safetensors: expected dtype F32, F16 or BF16"),
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("fc1.bias in model.safetensors: expected dtype F32, F16 or BF16"),
             std::string::npos);
 }
 
@@ -63,7 +63,7 @@ TEST(Checkpoint, TruncatedAndCorruptSafetensors) {
   fs::path dir = copy_fixture("opt_pre", tmp);
   const auto size = fs::file_size(dir / "model.safetensors");
   fs::resize_file(dir / "model.safetensors", size - 100);
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("model.safetensors"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("model.safetensors"), std::string::npos);
 
   fs::path dir2 = copy_fixture("opt_post", tmp);
   {
@@ -71,11 +71,11 @@ TEST(Checkpoint, TruncatedAndCorruptSafetensors) {
     f.seekp(9);
     f.write("###", 3);  // inside the JSON header
   }
-  EXPECT_NE(error_of([&] { CausalLM::load(dir2); }).find("model.safetensors"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir2); }).find("model.safetensors"), std::string::npos);
 
   fs::path dir3 = copy_fixture("llama_gqa", tmp);
   fs::remove(dir3 / "model.safetensors");
-  EXPECT_NE(error_of([&] { CausalLM::load(dir3); }).find("no model.safetensors or model.safetensors.index.json"),
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir3); }).find("no model.safetensors or model.safetensors.index.json"),
             std::string::npos);
 }
 
@@ -83,15 +83,15 @@ TEST(Checkpoint, UnknownArchitectureAndBadConfig) {
   test::TempDir tmp;
   fs::path dir = copy_fixture("opt_pre", tmp);
   edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPTNeoXForCausalLM"}; });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find("unknown architecture 'GPTNeoXForCausalLM'"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("unknown architecture 'GPTNeoXForCausalLM'"), std::string::npos);
 
   fs::path dir2 = copy_fixture("llama_gqa", tmp);
   edit_config(dir2, [](nlohmann::json& j) { j["num_key_value_heads"] = 3; });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir2); }).find("not a multiple of num_key_value_heads 3"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir2); }).find("not a multiple of num_key_value_heads 3"), std::string::npos);
 
   fs::path dir3 = copy_fixture("llama_gqa", tmp);
   edit_config(dir3, [](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
-  EXPECT_NE(error_of([&] { CausalLM::load(dir3); }).find("got 'yarn'"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir3); }).find("got 'yarn'"), std::string::npos);
 }
 
 // Values no Hugging Face model has: each is refused, naming config.json and the field (today's alternatives are
@@ -127,7 +127,7 @@ TEST(Checkpoint, ConfigValuesOutOfRangeNameFileAndField) {
   for (const auto& [fixture_name, edit, expected] : cases) {
     fs::path dir = copy_fixture(fixture_name, tmp);
     edit_config(dir, edit);
-    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    const std::string msg = test::error_message([&] { CausalLM::load(dir); });
     EXPECT_NE(msg.find((dir / "config.json").string() + ": "), std::string::npos) << msg;
     EXPECT_NE(msg.find(expected), std::string::npos) << expected << " | " << msg;
   }
@@ -145,7 +145,7 @@ TEST(Checkpoint, ShardIndexEntriesStayInsideTheModelDirectory) {
     std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index.dump();
   };
   auto expect_refused = [&](const fs::path& dir, const std::string& entry, const std::string& why) {
-    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    const std::string msg = test::error_message([&] { CausalLM::load(dir); });
     EXPECT_NE(msg.find("model.safetensors.index.json"), std::string::npos) << msg;
     EXPECT_NE(msg.find("shard '" + entry + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(why), std::string::npos) << msg;
@@ -187,7 +187,7 @@ TEST(Checkpoint, ShardIndexEntriesStayInsideTheModelDirectory) {
 TEST(Checkpoint, DirectoryWhereAFileIsExpected) {
   test::TempDir tmp;
   auto expect_directory_error = [](const fs::path& dir, const fs::path& file) {
-    const std::string msg = error_of([&] { CausalLM::load(dir); });
+    const std::string msg = test::error_message([&] { CausalLM::load(dir); });
     EXPECT_NE(msg.find(file.string() + " is a directory, expected a file"), std::string::npos) << msg;
   };
   for (const char* file : {"config.json", "model.safetensors"}) {
@@ -214,7 +214,7 @@ TEST(Checkpoint, ShardedIndexMismatch) {
   index["weight_map"][moved] = file == "model-00001-of-00003.safetensors" ? "model-00002-of-00003.safetensors"
                                                                           : "model-00001-of-00003.safetensors";
   std::ofstream(dir / "model.safetensors.index.json") << index.dump();
-  EXPECT_NE(error_of([&] { CausalLM::load(dir); }).find(moved), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find(moved), std::string::npos);
 }
 
 TEST(Checkpoint, F16StorageComputesInFp32OnTheStoredValues) {

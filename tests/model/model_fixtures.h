@@ -31,18 +31,6 @@ inline fs::path copy_fixture(const std::string& name, const test::TempDir& tmp) 
   return dir;
 }
 
-// The message of the alps::Error `f` throws (fails the test if it throws nothing).
-template <typename F>
-inline std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected alps::Error";
-  return "";
-}
-
 // Rewrites dir/model.safetensors with `edit` applied to its tensor list.
 template <typename Edit>
 inline void rewrite_weights(const fs::path& dir, Edit edit) {

@@ -299,48 +299,39 @@ TEST(ByteBpe, RejectsInvalidUtf8AndUnknownIds) {
   EXPECT_THROW(tok->decode({-1}), alps::Error);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const alps::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 TEST(ByteBpe, CorruptFilesGiveErrorsNamingThem) {
   alps::test::TempDir dir;
   const auto vocab = dir / "vocab.json", merges = dir / "merges.txt", json = dir / "tokenizer.json";
   write_file(vocab, R"({"a": 0, "b": 1, "ab": 2)");  // truncated JSON
   write_file(merges, "#version: 0.2\na b\n");
-  EXPECT_NE(error_of([&] { read_vocab_merges(vocab, merges, {}); }).find("vocab.json: not valid JSON"),
+  EXPECT_NE(alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); }).find("vocab.json: not valid JSON"),
             std::string::npos);
   write_file(vocab, R"({"a": 0, "b": "one"})");
-  EXPECT_NE(error_of([&] { read_vocab_merges(vocab, merges, {}); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); }).find("must be an integer"), std::string::npos);
   write_file(vocab, R"({"a": 0, "b": 1, "ab": 2})");
   write_file(merges, "#version: 0.2\na b c\n");
-  auto message = error_of([&] { read_vocab_merges(vocab, merges, {}); });
+  auto message = alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); });
   EXPECT_NE(message.find("merges.txt line 2"), std::string::npos) << message;
   write_file(merges, "a x\n");
-  message = error_of([&] { make_bpe(read_vocab_merges(vocab, merges, {})); });
+  message = alps::test::error_message([&] { make_bpe(read_vocab_merges(vocab, merges, {})); });
   EXPECT_NE(message.find("not in the vocabulary"), std::string::npos) << message;
 
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [)");
-  EXPECT_NE(error_of([&] { read_tokenizer_json(json, {}); }).find("tokenizer.json: not valid JSON"),
+  EXPECT_NE(alps::test::error_message([&] { read_tokenizer_json(json, {}); }).find("tokenizer.json: not valid JSON"),
             std::string::npos);
   write_file(json, R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
-  message = error_of([&] { read_tokenizer_json(json, {}); });
+  message = alps::test::error_message([&] { read_tokenizer_json(json, {}); });
   EXPECT_NE(message.find("unsupported model type 'WordPiece'"), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a"]]}})");
-  message = error_of([&] { read_tokenizer_json(json, {}); });
+  message = alps::test::error_message([&] { read_tokenizer_json(json, {}); });
   EXPECT_NE(message.find("model.merges[0]"), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}}})");
-  message = error_of([&] { read_tokenizer_json(json, {}); });
+  message = alps::test::error_message([&] { read_tokenizer_json(json, {}); });
   EXPECT_NE(message.find("malformed tokenizer.json"), std::string::npos) << message;
   EXPECT_NE(message.find(json.string()), std::string::npos) << message;
   write_file(json, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
       "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}})");
-  message = error_of([&] { make_bpe(read_tokenizer_json(json, {})); });
+  message = alps::test::error_message([&] { make_bpe(read_tokenizer_json(json, {})); });
   EXPECT_NE(message.find("does not compile"), std::string::npos) << message;
 }
 

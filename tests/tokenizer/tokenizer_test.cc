@@ -13,12 +13,7 @@ namespace alps::tokenizer {
 namespace {
 
 std::string load_error(const std::filesystem::path& dir) {
-  try {
-    load_tokenizer(dir);
-  } catch (const alps::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return alps::test::error_message([&] { load_tokenizer(dir); });
 }
 
 TEST(LoadTokenizer, MissingDirectoryOrFilesNameTheDirectory) {
