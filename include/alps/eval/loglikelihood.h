@@ -8,7 +8,7 @@
 //  - the model sees (context + continuation)[-(max_length + 1):][:-1] (left truncation), and the score is the sum
 //    of the continuation tokens' log-softmax (fp32) and whether each is the argmax (is-greedy).
 // Unlike lm-eval, a prefix shared by several requests' inputs (the context of a question's choices, the sentence
-// before WinoGrande's blank, a passage asked about twice) is computed once: the inputs are packed as token tries.
+// before WinoGrande's blank, a passage asked about twice) is computed once: the inputs are packed as token trees.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -39,7 +39,7 @@ struct LoglikelihoodOptions {
   /// Sequences per forward pass. Packed sequences are as long as the longest packed input (at least 512 tokens)
   /// and hold as many inputs as fit; requests that run whole are sorted longest first and padded on the right.
   int64_t batch_size = 1;
-  /// Inputs that share a prefix compute it once, packed into sequences as token tries (the same numbers up to
+  /// Inputs that share a prefix compute it once, packed into sequences as token trees (the same numbers up to
   /// rounding); false scores every request's whole input, as lm-eval does.
   bool reuse_context = true;
 };
