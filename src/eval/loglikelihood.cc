@@ -121,6 +121,9 @@ void score_whole(const model::CausalLM& model, const std::vector<EncodedRequest>
 
 // Tokens a packed sequence holds at least.
 constexpr size_t kPackedLength = 512;
+// A forward over n packed sequences of T tokens holds its per-query mask, n T^2 bools, on the host and on the
+// device: fewer sequences than the batch size go together where T is so long that it would pass this.
+constexpr size_t kMaskBytes = size_t{64} << 20;
 
 // One packed sequence, or one tree of it: the token trees of the requests placed in it, nodes in creation order (a
 // parent before its children), and for each of its requests the nodes whose states predict the continuation's
@@ -284,7 +287,8 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
   }
   // Sequences as long as the longest packed input and at least kPackedLength: a batch of them holds as much as a
   // batch of whole inputs padded to the longest, and the linears' products stay large.
-  const std::vector<PackedSequence> seqs = pack(requests, packed, std::max(kPackedLength, longest));
+  const size_t length = std::max(kPackedLength, longest);
+  const std::vector<PackedSequence> seqs = pack(requests, packed, length);
   for (const PackedSequence& seq : seqs) cost.positions += static_cast<int64_t>(seq.tokens.size());
   if (stats != nullptr) *stats = cost;
   // Longest first, so that a batch pads little and the first batch shows the peak memory.
@@ -298,7 +302,8 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     finished += k;
     if (on_progress) on_progress(finished);
   };
-  const size_t per_batch = static_cast<size_t>(options.batch_size);
+  const size_t per_batch =
+      std::max<size_t>(1, std::min(static_cast<size_t>(options.batch_size), kMaskBytes / (length * length)));
   for (size_t s0 = 0; s0 < seqs.size(); s0 += per_batch) {
     const size_t s1 = std::min(seqs.size(), s0 + per_batch);
     run_packed(model, requests, seqs, s0, s1, out);

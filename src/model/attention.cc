@@ -201,9 +201,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
   ALPS_CHECK(!hidden.defined() || window == 0 || S <= window,
              "attention: a sliding window over padded or packed sequences is not supported");
-  ALPS_CHECK(!hidden.defined() || (hidden.dim() == 2 && hidden.size(1) == S) ||
-                 (hidden.dim() == 3 && hidden.size(1) == T && hidden.size(2) == S),
-             "attention: hidden keys of shape ", hidden.sizes(), " for ", T, " queries and ", S, " keys");
+  ALPS_CHECK(!hidden.defined() || (hidden.dim() == 2 && hidden.size(0) == B && hidden.size(1) == S) ||
+                 (hidden.dim() == 3 && hidden.size(0) == B && hidden.size(1) == T && hidden.size(2) == S),
+             "attention: hidden keys of shape ", hidden.sizes(), " for ", B, " sequences of ", T, " queries and ", S,
+             " keys");
   ALPS_CHECK(!first_keys.defined() || (first_keys.is_cpu() && first_keys.scalar_type() == at::kLong &&
                                        first_keys.dim() == 2 && first_keys.size(0) == B && first_keys.size(1) == T),
              "attention: first keys must be a host int64 tensor [", B, ", ", T, "], got ", first_keys.sizes());

@@ -270,6 +270,27 @@ TEST_F(Scoring, TreesFillSeveralSequencesAndScoreAsWholeInputs) {
   expect_scores_as_whole(*model_, reqs, b, c);
 }
 
+// On a GPU the packed forward runs batched attention steps with per-query masks (uploaded once per forward) and
+// first keys read on the host: every request still scores as its whole input does on the same device.
+TEST(ScoringOnTheGpu, PackedTreesScoreAsWholeInputs_CUDA) {
+  model::CausalLM m = model::CausalLM::load(test::committed_data_dir() / "models" / "stories260K-hf");
+  m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);
+  m.load_all();
+  std::vector<EncodedRequest> reqs;
+  for (int q = 0; q < 30; ++q) {
+    std::vector<int64_t> ctx;
+    for (int i = 0; i < 10 + (q * 17) % 50; ++i) ctx.push_back(270 + (i * 11 + q * 29) % 200);
+    for (int c = 0; c < 1 + q % 4; ++c) reqs.push_back({ctx, {300 + (c * 7 + q) % 150, 301 + q % 100}});
+  }
+  LoglikelihoodOptions packed, whole;
+  packed.batch_size = 2;
+  whole.reuse_context = false;
+  ScoringStats cost;
+  const auto a = score_requests(m, reqs, packed, {}, &cost);
+  EXPECT_LT(cost.positions, cost.whole_positions);
+  expect_scores_as_whole(m, reqs, a, score_requests(m, reqs, whole));
+}
+
 TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
   // Greedy-decode 4 tokens after a prompt, then score them: is_greedy holds; change the last one and it does not.
   std::vector<int64_t> seq = {1, 403, 407};

@@ -162,5 +162,24 @@ TEST(Attention, PackedTreesSeeTheirAncestorsOnly) {
   EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
 }
 
+// What the attention cannot honour is refused, naming what is wrong: hidden keys for another batch, and first
+// keys that are not a host int64 [batch, queries] tensor (they are read on the host to size each step).
+TEST(Attention, RefusesMasksOfAnotherShapeOrKind) {
+  const int64_t B = 2, H = 2, T = 5;
+  at::Tensor q = at::randn({B, H, T, 8}), k = at::randn({B, H, T, 8}), v = at::randn({B, H, T, 8});
+  at::Tensor per_query = at::zeros({B + 1, T, T}, at::kBool), padding = at::zeros({B + 1, T}, at::kBool);
+  for (const at::Tensor& hidden : {per_query, padding})
+    EXPECT_NE(test::error_message([&] { causal_attention(q, k, v, 0.25, 0, 0, 0, hidden, 0); })
+                  .find("hidden keys of shape"),
+              std::string::npos);
+  const at::Tensor hidden = at::zeros({B, T, T}, at::kBool);
+  for (const at::Tensor& first : {at::zeros({B, T}, at::kInt), at::zeros({B, T + 1}, at::kLong)})
+    for (AttentionSchedule schedule : kSchedules)
+      EXPECT_NE(test::error_message([&] { causal_attention(q, k, v, 0.25, 0, 0, 0, hidden, 0, schedule, first); })
+                    .find("first keys must be a host int64 tensor"),
+                std::string::npos)
+          << name(schedule);
+}
+
 }  // namespace
 }  // namespace alps::model
