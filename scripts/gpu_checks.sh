@@ -115,7 +115,7 @@ for s in $steps; do
   esac
 done
 
-py - "$out" >> "$summary" <<'EOF'
+py - "$out" "$tokens" >> "$summary" <<'EOF'
 import glob, json, os, sys
 out = sys.argv[1]
 failed = os.path.join(out, "tests.log")
@@ -128,8 +128,8 @@ for f in sorted(glob.glob(os.path.join(out, "layers", "*.json"))):
     rows.append(f"| {r['rows']}x{r['cols']} | {r['method']} | {r['pattern']} | {r['device']} | {r['seconds']:.3f} "
                 f"| {r['rel_error']:.6e} | {r.get('iterations', '')} |")
 if rows:
-    print(f"\n## Layer solves ({os.environ.get('TOKENS', 16384)} tokens)\n\n| out x in | method | pattern | device | seconds | rel_error | "
-          "iterations |\n|---|---|---|---|---|---|---|")
+    print(f"\n## Layer solves ({sys.argv[2]} tokens)\n\n| out x in | method | pattern | device | seconds "
+          "| rel_error | iterations |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 p = os.path.join(out, "prune.json")
 if os.path.exists(p) and os.path.getsize(p) > 0:

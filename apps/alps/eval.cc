@@ -142,7 +142,8 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--max-windows", a->max_windows, "Score at most N windows per dataset (0 = all)")
       ->capture_default_str()
       ->check(int_at_least(0));
-  cmd->add_option("--batch-size", a->batch_size, "Windows (perplexity), or packed sequences of requests (tasks), per forward pass")
+  cmd->add_option("--batch-size", a->batch_size,
+                  "Windows (perplexity), or packed sequences of requests (tasks), per forward pass")
       ->capture_default_str()
       ->check(int_at_least(1));
   cmd->add_option("--tasks", a->tasks,
