@@ -14,6 +14,8 @@
 #include "alps/core/error.h"
 #include "model/architecture.h"
 #include "model/config_reader.h"
+#include "model/rms_norm.h"
+#include "model/rotary.h"
 
 namespace alps::model {
 
@@ -134,21 +136,21 @@ class Llama final : public Architecture {
       return apply_linear(in, w(p + name + ".weight"), bias ? w(p + name + ".bias") : at::Tensor());
     };
 
-    at::Tensor h = rms_norm(x, w(p + "input_layernorm.weight"));
+    at::Tensor h = rms_norm(x, w(p + "input_layernorm.weight"), c_.norm_eps);
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
     at::Tensor q = lin("self_attn.q_proj", h, qkv_bias).view({B, T, H, D}).transpose(1, 2);
     at::Tensor k = lin("self_attn.k_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
     at::Tensor v = lin("self_attn.v_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
     auto [cos, sin] = rope_tables(at, T, x.device(), x.scalar_type());
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
+    q = apply_rotary(q, cos, sin);
+    k = apply_rotary(k, cos, sin);
     std::tie(k, v) = extend_cache(cache, k, v.contiguous());
     at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0,
                                     at.packed ? 0 : c_.window_of_layer(i), at.past, at.hidden_keys, 0,
                                     AttentionSchedule::automatic, at.first_keys);
     at::Tensor out = x + lin("self_attn.o_proj", a, c_.attention_bias);
 
-    h = rms_norm(out, w(p + "post_attention_layernorm.weight"));
+    h = rms_norm(out, w(p + "post_attention_layernorm.weight"), c_.norm_eps);
     at::Tensor g = lin("mlp.gate_proj", h, c_.mlp_bias);
     at::Tensor u = lin("mlp.up_proj", h, c_.mlp_bias);
     const at::Tensor m = at::silu_(g).mul_(u);
@@ -166,24 +168,12 @@ class Llama final : public Architecture {
   }
 
   at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
-    at::Tensor h = rms_norm(hidden, w("model.norm.weight"));
+    at::Tensor h = rms_norm(hidden, w("model.norm.weight"), c_.norm_eps);
     return at::matmul(h, w(head_name()).t()).to(at::kFloat);
   }
 
  private:
   std::string head_name() const { return c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"; }
-
-  // transformers' LlamaRMSNorm: normalise in fp32, cast back, then scale.
-  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
-    at::Tensor xf = x.to(at::kFloat);
-    at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + c_.norm_eps);
-    return weight * normed.to(x.scalar_type());
-  }
-
-  static at::Tensor rotate_half(const at::Tensor& x) {
-    const int64_t half = x.size(-1) / 2;
-    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  }
 
   // inv_freq_j = theta^(-2j/D) for a forward over T positions, then the scaling, each computed as transformers'
   // rope initialisers compute it (fp32 tensors, the same operations in the same order).
@@ -226,8 +216,8 @@ class Llama final : public Architecture {
     return 1.0 / at::pow(base, exponent);
   }
 
-  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D], or [B, 1, T, D] with positions per sequence),
-  // computed in fp32 like transformers, then cast to the compute dtype.
+  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D/2], or [B, 1, T, D/2] with positions per sequence:
+  // transformers' tables repeat these halves), computed in fp32 like transformers, then cast to the compute dtype.
   std::pair<at::Tensor, at::Tensor> rope_tables(const Placement& at, int64_t T, c10::Device device,
                                                 c10::ScalarType dtype) const {
     // Made on the device: a blocking upload from the host would make every block of a GPU forward wait for the GPU.
@@ -235,9 +225,8 @@ class Llama final : public Architecture {
                                      ? at.positions.to(device)
                                      : at::arange(at.past, at.past + T, at::TensorOptions(at::kLong).device(device));
     const at::Tensor inv = device_inv_freq(at.sequence_length(T), device);
-    at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv;  // [B or 1, T, D/2]
-    at::Tensor emb = at::cat({freqs, freqs}, -1).view({-1, 1, T, c_.head_dim});
-    return {emb.cos().to(dtype), emb.sin().to(dtype)};
+    const at::Tensor freqs = (positions.to(at::kFloat).unsqueeze(-1) * inv).view({-1, 1, T, c_.head_dim / 2});
+    return {freqs.cos().to(dtype), freqs.sin().to(dtype)};
   }
 
   // inv_freq on `device`, computed on the host as transformers computes it and uploaded once per device and length
