@@ -6,15 +6,15 @@
 #
 # STEPS (default all, in this order), each under its own time limit so that one that hangs leaves the rest theirs:
 #   machine  nvidia-smi and `alps --version` (15 s)
-#   tests    every test program of the CUDA build, the *_CUDA tests included, six at a time (240 s): each
+#   tests    every test program of the CUDA build, the *_CUDA tests included, six at a time (210 s): each
 #            program's log and gtest XML, and the failed tests by name
 #   layers   synthetic layer problems of LLaMA-2-7B's shapes (q/k/v/o 4096x4096, gate/up 11008x4096, down
-#            4096x11008; `alps make-problem`, 16384 tokens): ALPS and SparseGPT at 70% and 2:4 on the GPU, and the
-#            4096x4096 ones on the CPU too (the same problem on both devices: their errors side by side) (150 s)
+#            4096x11008; `alps make-problem`, 16384 tokens): ALPS and SparseGPT at 70% and 2:4 on the GPU, then
+#            both at 70% on the first shape on the CPU (one problem on both devices: the errors side by side) (140 s)
 #   prune    `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, 2 blocks, written by
 #            scripts/make_random_checkpoint.py with that machine's transformers), ALPS at 70%, 128 x 2048 tokens of
 #            the committed C4 excerpt: seconds per phase and block, the measured device peak against the printed
-#            estimate (150 s)
+#            estimate (140 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
 #   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT_ARGS="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" NSAMPLES=4 \
 #     SEQLEN=128 scripts/gpu_checks.sh machine layers prune
@@ -47,7 +47,7 @@ run_step() {  # NAME LIMIT_S COMMAND...: the command's output in NAME.log, a row
   local name=$1 limit=$2 start rc
   shift 2
   start=$(date +%s)
-  timeout "$limit" bash -c "$*" > "$out/$name.log" 2>&1
+  timeout -k 5 "$limit" bash -c "$*" > "$out/$name.log" 2>&1
   rc=$?
   echo "| $name | $rc$([ $rc -eq 124 ] && echo ' (time limit)') | $(( $(date +%s) - start )) |" >> "$summary"
 }
@@ -61,56 +61,64 @@ tests() {
   mkdir -p "$out/tests"
   # Each program runs its tests one after another in one process (tests/main.cc: one OpenMP thread each).
   ls build-cuda/tests/*/alps_*tests | xargs -P 6 -I{} bash -c \
-    'p={}; n=$(basename "$p"); "$p" --gtest_output=xml:'"$out"'/tests/$n.xml > '"$out"'/tests/$n.log 2>&1 \
-       && echo "passed $n" || echo "FAILED $n"'
-  grep -h '^\[  FAILED  \]' "$out"/tests/*.log | sort -u || true
+    'n=$(basename "$1"); "$1" --gtest_output="xml:$out/tests/$n.xml" > "$out/tests/$n.log" 2>&1 \
+       && echo "passed $n" || echo "FAILED $n"' _ {}
+  # gtest names a failed test twice (as it fails, then in the final list): once here, without its time.
+  grep -h '^\[  FAILED  \] [A-Za-z]' "$out"/tests/*.log | sed 's/ ([0-9]* ms)$//' | sort -u || true
+}
+
+# A layer problem and its figures: the JSON document appears only when the solve finished (the summary reads
+# every one it finds).
+solve() {  # PROBLEM METHOD PATTERN DEVICE JSON
+  "$alps" solve-layer --problem "$1" --method "$2" --pattern "$3" --device "$4" --json > "$5.partial" &&
+    mv "$5.partial" "$5"
 }
 
 layers() {
-  local d=$out/layers
+  local d=$out/layers shape method pattern
   rm -rf "$d"
   mkdir -p "$d"
-  local first=${shapes%% *}
   for shape in $shapes; do
-    "$alps" make-problem --out "$d/$shape.safetensors" --overwrite --rows "${shape%x*}" --cols "${shape#*x}" \
-      --tokens "$tokens" --seed 0 --name "$shape" --json > /dev/null || return 1
+    "$alps" make-problem --out "$scratch/$shape.safetensors" --overwrite --rows "${shape%x*}" \
+      --cols "${shape#*x}" --tokens "$tokens" --seed 0 --name "$shape" --json > /dev/null || return 1
     for method in alps sparsegpt; do
       for pattern in 0.7 2:4; do
-        local devices=$device
-        [ "$shape" = "$first" ] && [ "$device" != cpu ] && devices="$device cpu"
-        for dev in $devices; do
-          "$alps" solve-layer --problem "$d/$shape.safetensors" --method "$method" --pattern "$pattern" \
-            --device "$dev" --json > "$d/$shape-$method-${pattern/:/of}-$dev.json" || return 1
-        done
+        solve "$scratch/$shape.safetensors" "$method" "$pattern" "$device" \
+          "$d/$shape-$method-${pattern/:/of}-$device.json"
       done
     done
-    rm -f "$d/$shape.safetensors"  # 0.5 GB each; the JSON documents keep every figure
+  done
+  # The CPU on the first shape at 70%, last (the slowest solves): the same problem's error on both devices.
+  [ "$device" = cpu ] && return 0
+  shape=${shapes%% *}
+  for method in alps sparsegpt; do
+    solve "$scratch/$shape.safetensors" "$method" 0.7 cpu "$d/$shape-$method-0.7-cpu.json"
   done
 }
 
 prune() {
-  local ckpt
-  ckpt=$(mktemp -d "${TMPDIR:-/tmp}/alps-random-llama.XXXXXX") || return 1
-  rm -rf "$out/prune-out"
   # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
-  py scripts/make_random_checkpoint.py "$ckpt" --family llama --layers 2 --vocab 50304 --dtype float16 \
+  py scripts/make_random_checkpoint.py "$scratch/model" --family llama --layers 2 --vocab 50304 --dtype float16 \
     --data-dir tests/data/real $ckpt_args || return 1
-  "$alps" prune --model "$ckpt" --out "$out/prune-out" --method alps --sparsity 0.7 --calib c4 \
+  # The pruned checkpoint (2.5 GB) stays in the scratch directory; the report comes back.
+  "$alps" prune --model "$scratch/model" --out "$scratch/pruned" --method alps --sparsity 0.7 --calib c4 \
     --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
-    > "$out/prune.json" || return 1
-  rm -rf "$ckpt"
-  rm -f "$out"/prune-out/*.safetensors  # the pruned weights (2.5 GB) need not come back; the report does
+    > "$out/prune.json.partial" && mv "$out/prune.json.partial" "$out/prune.json"
 }
 
+# Problem files (up to 0.7 GB each), the random checkpoint and the pruned one live outside OUT, so that nothing
+# large is left where the device tool collects its results, whatever step is stopped.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/alps-gpu-checks.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
-export out alps device shapes tokens ckpt_args nsamples seqlen
-export -f py machine tests layers prune
+export out scratch alps device shapes tokens ckpt_args nsamples seqlen
+export -f py machine tests solve layers prune
 for s in $steps; do
   case "$s" in
     machine) run_step machine 15 machine ;;
-    tests) run_step tests 240 tests ;;
-    layers) run_step layers 150 layers ;;
-    prune) run_step prune 150 prune ;;
+    tests) run_step tests 210 tests ;;
+    layers) run_step layers 140 layers ;;
+    prune) run_step prune 140 prune ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -124,7 +132,10 @@ if os.path.exists(failed):
     print("\n## Tests\n\n" + ("\n".join("- " + l for l in lines) if lines else "every test program passed"))
 rows = []
 for f in sorted(glob.glob(os.path.join(out, "layers", "*.json"))):
-    r = json.load(open(f))
+    try:
+        r = json.load(open(f))
+    except ValueError:
+        continue
     rows.append(f"| {r['rows']}x{r['cols']} | {r['method']} | {r['pattern']} | {r['device']} | {r['seconds']:.3f} "
                 f"| {r['rel_error']:.6e} | {r.get('iterations', '')} |")
 if rows:

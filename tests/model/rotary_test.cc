@@ -36,10 +36,13 @@ TEST(Rotary, FusedCpuFormEqualsTheAtenFormToTheBit) {
                         at::cat({-x.narrow(-1, 2, 2), x.narrow(-1, 0, 2)}, -1)));
 }
 
-TEST(Rotary, OtherDtypesTakeTheAtenForm) {
+// Other dtypes, and tables of other shapes that broadcast (one angle row for every position), take the ATen form.
+TEST(Rotary, OtherDtypesAndBroadcastTablesTakeTheAtenForm) {
   at::manual_seed(1);
   const at::Tensor x = at::randn({2, 3, 7, 8}, at::kDouble), angles = at::rand({1, 1, 7, 4}, at::kDouble);
   EXPECT_TRUE(at::equal(apply_rotary(x, angles.cos(), angles.sin()), aten_form(x, angles.cos(), angles.sin())));
+  const at::Tensor xf = x.to(at::kFloat), row = at::rand({1, 1, 1, 4});
+  EXPECT_TRUE(at::equal(apply_rotary(xf, row.cos(), row.sin()), aten_form(xf, row.cos(), row.sin())));
 }
 
 }  // namespace
