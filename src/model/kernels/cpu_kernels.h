@@ -5,7 +5,8 @@
 
 namespace alps::model::detail {
 
-/// apply_rotary (model/rotary.h) for CPU fp32 x [B, H, T, D] whose last dimension is contiguous.
+/// apply_rotary (model/rotary.h) for CPU fp32 x [B, H, T, D] whose last dimension is contiguous and CPU fp32 tables
+/// [B or 1, 1, T, D/2] (apply_rotary takes this form only for such shapes).
 at::Tensor apply_rotary_cpu(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 /// rms_norm (model/rms_norm.h) for CPU fp32 x [..., n] and weight [n].
