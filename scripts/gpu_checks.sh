@@ -20,10 +20,15 @@
 #     SEQLEN=128 scripts/gpu_checks.sh machine layers prune
 # Everything goes to $OUT (the device tool's folder that comes back; default /tmp/alps-gpu-checks): one log per
 # step, JSON documents, and summary.md (per step: exit code and seconds; then the tests' failures, the layer table
-# and the prune phases). The script itself always exits 0: the summary says what failed.
+# and the prune phases). Once the checks have started the script exits 0: the summary says what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/alps-gpu-checks}
+# OUT is new, empty, or an earlier run's (its summary.md): the steps replace their own files there and nothing else.
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/summary.md" ]; then
+  echo "gpu_checks: $out holds files this script did not write; choose an empty OUT" >&2
+  exit 1
+fi
 mkdir -p "$out"
 alps=build-cuda/apps/alps/alps
 steps=${*:-machine tests layers prune}
