@@ -303,6 +303,18 @@ TEST_F(Scoring, GreedyMeansEveryTokenIsTheArgmax) {
   EXPECT_FALSE(score_requests(*model_, {e}, {}).at(0).is_greedy);
 }
 
+TEST(IsArgmax, PicksTheFirstOfTiedLargestValuesAsAtArgmaxDoes) {
+  // Rows of few distinct values, so that the largest is often tied, against ATen's own argmax at every index.
+  at::manual_seed(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const at::Tensor row = at::randint(0, 1 + trial % 4, {1 + trial % 37}).to(at::kFloat);
+    const float largest = row.max().item<float>();
+    const int64_t pick = row.argmax().item<int64_t>();
+    for (int64_t i = 0; i < row.numel(); ++i)
+      ASSERT_EQ(is_argmax(row.data_ptr<float>(), largest, i), i == pick) << "trial " << trial << " index " << i;
+  }
+}
+
 TEST(TaskMetrics, StderrsAsLmEvalComputesThem) {
   // Values from lm_eval.api.metrics 0.4.9 (mean_stderr, perplexity, bootstrap_stderr) on the same inputs.
   EXPECT_NEAR(mean_stderr({1, 0, 1, 1, 0, 1}), 0.210818510677892, 1e-15);

@@ -47,6 +47,10 @@ struct LoglikelihoodOptions {
 /// lm-eval's encoding of one request (see above).
 EncodedRequest encode_request(const tokenizer::Tokenizer& tokenizer, const Request& request, bool add_bos);
 
+/// Whether `index` is the index at::argmax picks in `row` (the first of its largest values), `largest` being that
+/// value: the scorer's is-greedy test on the CPU, where ATen's argmax costs a dozen times the row's amax.
+bool is_argmax(const float* row, float largest, int64_t index);
+
 /// What scoring cost.
 struct ScoringStats {
   int64_t positions = 0;        ///< token positions run through the blocks (padding excluded)
