@@ -51,6 +51,8 @@ def main():
     ap.add_argument("--every", type=int, default=1,
                     help="every K-th document only (0, K, 2K, ...: a sample spread over the whole file)")
     args = ap.parse_args()
+    if args.every < 1:
+        ap.error(f"--every must be at least 1, got {args.every}")
     tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
 
     def encode(s):
