@@ -44,6 +44,8 @@ if [ -z "$ARCHIVE" ]; then
   t2=$(now)
   python3 - "$OUT" "$t0" "$t1" "$t2" "$TASKS" <<'PY'
 import glob, json, os, sys
+sys.path.insert(0, "scripts")
+from zeroshot_metrics import metrics_equal
 out, t0, t1, t2, tasks = sys.argv[1], *map(float, sys.argv[2:5]), sys.argv[5].split(",")
 alps = {t["task"]: t for t in json.load(open(os.path.join(out, "alps.json")))["tasks"]}
 ref = {}
@@ -54,8 +56,7 @@ print("| task | docs | alps s | lm-eval s | speed-up | metrics equal |")
 print("|---|---:|---:|---:|---:|---|")
 for t in tasks:
     a, r = alps[t], ref[t]
-    same = all(abs(a["metrics"][k] - v) <= 1e-9 * max(1, abs(v)) for k, v in r["metrics"].items()
-               if isinstance(v, float) and "perplexity" not in k)
+    same = metrics_equal(a["metrics"], r["metrics"])
     print(f"| {t} | {a['docs']} | {a['seconds']:.1f} | {r['seconds']:.1f} | {r['seconds'] / a['seconds']:.1f}x | {same} |")
 print(f"\nwhole runs (process start to exit): alps {t1 - t0:.1f}s, lm-eval {t2 - t1:.1f}s "
       f"({(t2 - t1) / (t1 - t0):.1f}x)")
@@ -88,13 +89,14 @@ PY
   python3 - "$OUT" "$task" "$t0" "$t1" "$t2" "$LIMIT" "$BATCH" "$model_hash" "$MODEL" \
     > "$ARCHIVE/.$task.json.partial" <<'PY'
 import glob, json, os, platform, sys
+sys.path.insert(0, "scripts")
+from zeroshot_metrics import metrics_equal
 out, task, t0, t1, t2 = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:6])
 a_doc = json.load(open(os.path.join(out, f"{task}.alps.json")))
 a = a_doc["tasks"][0]
 (r,) = [json.load(open(f)) for f in glob.glob(os.path.join(out, f"{task}.lmeval", "*", "*.json"))]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
-same = all(abs(a["metrics"][k] - v) <= 1e-9 * max(1, abs(v)) for k, v in r["metrics"].items()
-           if isinstance(v, float) and "perplexity" not in k)
+same = metrics_equal(a["metrics"], r["metrics"])
 json.dump({"task": task, "model": os.path.basename(os.path.normpath(sys.argv[9])),
            "model_config_sha256": sys.argv[8], "limit": int(sys.argv[6]), "batch_size": int(sys.argv[7]),
            "docs": a["docs"], "alps_seconds": a["seconds"], "lmeval_seconds": r["seconds"],

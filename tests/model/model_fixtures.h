@@ -8,11 +8,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
+#include "alps/model/causal_lm.h"
 #include "support.h"
 
 namespace alps::model {
@@ -48,6 +50,20 @@ inline void edit_config(const fs::path& dir, const std::function<void(nlohmann::
   std::ifstream(dir / "config.json") >> j;
   edit(j);
   std::ofstream(dir / "config.json") << j.dump(2);
+}
+
+// A fixture, its config.json edited, and a phrase the refusal to load it must contain.
+using ConfigCase = std::tuple<const char*, std::function<void(nlohmann::json&)>, std::string>;
+
+// Each case must fail to load with a message that names its config.json and contains the phrase.
+inline void expect_config_refusals(const std::vector<ConfigCase>& cases, const test::TempDir& tmp) {
+  for (const auto& [fixture_name, edit, expected] : cases) {
+    const fs::path dir = copy_fixture(fixture_name, tmp);
+    edit_config(dir, edit);
+    const std::string msg = test::error_message([&] { CausalLM::load(dir); });
+    EXPECT_NE(msg.find((dir / "config.json").string() + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(expected), std::string::npos) << expected << " | " << msg;
+  }
 }
 
 }  // namespace alps::model
