@@ -11,6 +11,7 @@
 #include "alps/core/py_text.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
+#include "cache_rows.h"
 
 namespace alps::eval {
 
@@ -52,9 +53,8 @@ void accumulate(const model::CausalLM& model, const at::Tensor& hidden, const st
   // hundreds of MB (a batch of 128 HellaSwag continuations: 630 MB), while slices much under 512 rows leave the
   // sgemm rate (on SmolLM2's [576 x 49152] head, slices of 170 rows ran at 175 GFLOP/s, of 512 at 199 here).
   const int64_t slice = std::clamp<int64_t>((int64_t{128} << 20) / (4 * vocab), 1, 512);
-  // On the CPU the log-softmax and the look-ups after it take a few rows at a time, which stay in the core's cache
-  // from the first of their passes to the last; over a whole slice each pass would read it from memory again.
-  const int64_t rows = hidden.is_cpu() ? std::max<int64_t>(1, (int64_t{512} << 10) / (4 * vocab)) : slice;
+  // On the CPU the log-softmax and the look-ups after it take a few rows at a time (cache_rows).
+  const int64_t rows = hidden.is_cpu() ? cache_rows(vocab) : slice;
   at::Tensor ll = at::empty({n, 1}, hidden.options().dtype(at::kFloat));
   at::Tensor greedy = at::empty({n}, target.options());  // 1 where the target is the greedy token
   for (int64_t r0 = 0; r0 < n; r0 += slice) {

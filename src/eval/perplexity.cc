@@ -11,12 +11,13 @@
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/model/causal_lm.h"
+#include "cache_rows.h"
 
 namespace alps::eval {
 
 PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int64_t>& ids,
                             const PerplexityOptions& options) {
-  const int64_t seqlen = options.seqlen, positions = model.config().max_positions;
+  const int64_t seqlen = options.seqlen, positions = model.config().max_positions, vocab = model.config().vocab_size;
   ALPS_CHECK(seqlen >= 2, "perplexity: seqlen must be at least 2, got ", seqlen);
   ALPS_CHECK(seqlen <= model.config().max_sequence_length(), "perplexity: seqlen ", seqlen, " exceeds the model's ",
              positions, " positions (max_position_embeddings)");
@@ -37,17 +38,24 @@ PerplexityResult perplexity(const model::CausalLM& model, const std::vector<int6
     at::Tensor x = all.narrow(0, w0, b).to(model.compute_device());
     at::Tensor h = model.embed(x);
     for (int64_t i = 0; i < model.num_blocks(); ++i) h = model.block_forward(i, h);
-    // The head runs on slices of positions (it is per position): [b, rows, vocab] logits stay ~24 MB instead of
-    // b * seqlen * vocab floats (400 MB per OPT window), which keeps memory flat and the buffers reusable.
-    const int64_t rows = std::max<int64_t>(1, options.max_logits / (b * model.config().vocab_size));
+    // The head runs on slices of positions (it is per position): [b, rows, vocab] logits stay within max_logits
+    // (256 MiB) instead of b * seqlen * vocab floats (400 MB for each OPT window of the batch).
+    const int64_t rows = std::max<int64_t>(1, options.max_logits / (b * vocab));
     at::Tensor nll_sum = at::zeros({b}, at::TensorOptions().dtype(at::kDouble).device(x.device()));
     for (int64_t s = 0; s < seqlen - 1; s += rows) {
       const int64_t len = std::min(rows, seqlen - 1 - s);
-      at::Tensor logits = model.head(h.narrow(1, s, len));  // [b, len, vocab], fp32
-      at::Tensor target = x.narrow(1, s + 1, len).unsqueeze(-1);
-      // -log softmax(z)_y = logsumexp(z) - z_y, in fp32 without materialising the log-softmax.
-      at::Tensor nll = logits.logsumexp(-1) - logits.gather(-1, target).squeeze(-1);  // [b, len]
-      nll_sum += nll.to(at::kDouble).sum(1);
+      const at::Tensor logits = model.head(h.narrow(1, s, len)).reshape({b * len, vocab});  // fp32
+      const at::Tensor target = x.narrow(1, s + 1, len).reshape({b * len, 1});
+      // -log softmax(z)_y = logsumexp(z) - z_y, in fp32 without materialising the log-softmax; on the CPU a few
+      // rows at a time (cache_rows).
+      at::Tensor nll = at::empty({b * len}, logits.options());
+      const int64_t k = logits.is_cpu() ? cache_rows(vocab) : b * len;
+      for (int64_t r0 = 0; r0 < b * len; r0 += k) {
+        const at::Tensor z = logits.narrow(0, r0, std::min(k, b * len - r0));
+        const at::Tensor y = target.narrow(0, r0, z.size(0));
+        nll.narrow(0, r0, z.size(0)).copy_(z.logsumexp(-1) - z.gather(-1, y).squeeze(-1));
+      }
+      nll_sum += nll.view({b, len}).to(at::kDouble).sum(1);
     }
     at::Tensor l = (nll_sum / static_cast<double>(seqlen - 1)).cpu();
     for (int64_t i = 0; i < b; ++i) {
