@@ -27,8 +27,8 @@ struct TensorSpec {
 struct Placement {
   int64_t past = 0;       ///< cached slots before the first new token
   at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
-  /// Keys hidden from queries: [batch, past + T] bool, from every query (padding), or [batch, T, past + T], per
-  /// query (several token trees packed into one sequence); undefined: none.
+  /// Keys hidden from each query: [batch, T, past + T] bool (several token trees packed into one sequence);
+  /// undefined: none.
   at::Tensor hidden_keys;
   /// With per-query hidden keys: host [batch, T] int64, the first key each query may see (keys before it are not
   /// computed); undefined: key 0.
@@ -119,8 +119,8 @@ inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;
 /// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
 /// problem), each step's scores under `max_scores` elements (0: the schedule's default), without copying K or V.
 /// With `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention). `hidden` (may be
-/// undefined) hides keys: [B, past + T] bool from every query, [B, T, past + T] from each query; the window counts
-/// slots, so it cannot be combined with hidden keys inside it. `first_keys` (host [B, T] int64, may be undefined):
+/// undefined) hides keys from each query: [B, T, past + T] bool; the window counts slots, so it cannot be combined
+/// with hidden keys inside it. `first_keys` (host [B, T] int64, may be undefined):
 /// the first key each query may see; a step computes no key before the first of its queries'.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                             int64_t chunk = 0, int64_t window = 0, int64_t past = 0,

@@ -88,14 +88,11 @@ void mask_step(const at::Tensor& rows, const Step& st, int64_t window, const at:
   if (hidden.defined()) rows.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
 }
 
-// The part of `hidden` ([B, S] or [B, T, S], see causal_attention) for sequences [b, b + bn) and the step `st`
-// whose first row is new token s, shaped [bn, 1, 1, 1 or len, n] to broadcast against a step's [bn, groups, rep,
-// len, n] scores.
+// The part of `hidden` ([B, T, S], see causal_attention) for sequences [b, b + bn) and the step `st` whose first
+// row is new token s, shaped [bn, 1, 1, len, n] to broadcast against a step's [bn, groups, rep, len, n] scores.
 at::Tensor hidden_part(const at::Tensor& hidden, int64_t b, int64_t bn, int64_t s, const Step& st) {
   if (!hidden.defined()) return {};
-  const at::Tensor h = hidden.narrow(0, b, bn);
-  if (hidden.dim() == 2) return h.narrow(1, st.k0, st.n).view({bn, 1, 1, 1, st.n});
-  return h.narrow(1, s, st.len).narrow(2, st.k0, st.n).view({bn, 1, 1, st.len, st.n});
+  return hidden.narrow(0, b, bn).narrow(1, s, st.len).narrow(2, st.k0, st.n).view({bn, 1, 1, st.len, st.n});
 }
 
 // Many (sequences, KV groups) per step, each step's products run by BLAS over all its threads. Scores of a step stay
@@ -140,12 +137,9 @@ void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor
 void mask_tile(float* scores, int64_t rep, const Step& st, int64_t window, const at::Tensor& hidden, int64_t b,
                int64_t s) {
   const float hide = -std::numeric_limits<float>::infinity();
-  const bool* keys = nullptr;
-  int64_t row_stride = 0;  // between the hidden keys of two queries: 0 where all share one row ([B, S])
-  if (hidden.defined()) {
-    row_stride = hidden.dim() == 3 ? hidden.size(2) : 0;
-    keys = hidden.data_ptr<bool>() + b * hidden.stride(0) + s * row_stride + st.k0;
-  }
+  const int64_t row_stride = hidden.defined() ? hidden.size(2) : 0;  // between the hidden keys of two queries
+  const bool* keys =
+      hidden.defined() ? hidden.data_ptr<bool>() + b * hidden.stride(0) + s * row_stride + st.k0 : nullptr;
   for (int64_t i = 0; i < st.len; ++i) {
     // Key j is the position k0 + j: visible from query q0 + i up to that position and, with a window, from the
     // window's first position on.
@@ -227,8 +221,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1), S = k.size(2);
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
   ALPS_CHECK(!hidden.defined() || window == 0 || S <= window,
-             "attention: a sliding window over padded or packed sequences is not supported");
-  ALPS_CHECK(!hidden.defined() || (hidden.dim() == 2 && hidden.size(0) == B && hidden.size(1) == S) ||
+             "attention: a sliding window over packed sequences is not supported");
+  ALPS_CHECK(!hidden.defined() ||
                  (hidden.dim() == 3 && hidden.size(0) == B && hidden.size(1) == T && hidden.size(2) == S),
              "attention: hidden keys of shape ", hidden.sizes(), " for ", B, " sequences of ", T, " queries and ", S,
              " keys");

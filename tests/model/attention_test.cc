@@ -21,9 +21,7 @@ at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const a
   s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
   // Query i sees keys i - window + 1 .. i: everything on or below diagonal -window is hidden.
   if (window > 0) s.masked_fill_(at::ones({T, T}, at::kBool).tril(-window), -INFINITY);
-  if (hidden_keys.defined())
-    s.masked_fill_(hidden_keys.dim() == 2 ? hidden_keys.view({B, 1, 1, T}) : hidden_keys.view({B, 1, T, T}),
-                   -INFINITY);
+  if (hidden_keys.defined()) s.masked_fill_(hidden_keys.view({B, 1, T, T}), -INFINITY);
   at::Tensor o = at::matmul(at::softmax(s, -1), vr.to(at::kDouble));  // [B, H, T, D]
   return o.transpose(1, 2).reshape({B, T, H * D});
 }
@@ -109,25 +107,6 @@ TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
   }
 }
 
-// Keys hidden per sequence (padding) take no weight in any query's softmax, whichever steps the batch is cut into.
-TEST(Attention, HiddenKeysTakeNoWeight) {
-  at::manual_seed(4);
-  const int64_t B = 3, H = 4, KV = 2, T = 23;
-  at::Tensor q = at::randn({B, H, T, 16}), k = at::randn({B, KV, T, 16}), v = at::randn({B, KV, T, 16});
-  at::Tensor hidden = at::zeros({B, T}, at::kBool);
-  hidden.index_put_({1, at::indexing::Slice(3, 9)}, true);  // never the first key: every query keeps one to see
-  hidden.index_put_({2, 5}, true);
-  const at::Tensor ref = reference_attention(q, k, v, 0.25, 0, hidden);
-  const double vmax = v.abs().max().item<double>();
-  const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
-  const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
-  for (AttentionSchedule schedule : kSchedules)
-    for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}})
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
-          << name(schedule) << " max_scores " << max_scores;
-  EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
-}
-
 // Token trees packed into one sequence (each key hidden from every query that is not the key's node or one of its
 // descendants) attend as the textbook formula with that mask says, and skipping the keys before each query's tree
 // (first_keys) changes nothing, whichever steps the batch is cut into.
@@ -162,13 +141,14 @@ TEST(Attention, PackedTreesSeeTheirAncestorsOnly) {
   EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
 }
 
-// What the attention cannot honour is refused, naming what is wrong: hidden keys for another batch, and first
+// What the attention cannot honour is refused, naming what is wrong: hidden keys of another shape, and first
 // keys that are not a host int64 [batch, queries] tensor (they are read on the host to size each step).
 TEST(Attention, RefusesMasksOfAnotherShapeOrKind) {
   const int64_t B = 2, H = 2, T = 5;
   at::Tensor q = at::randn({B, H, T, 8}), k = at::randn({B, H, T, 8}), v = at::randn({B, H, T, 8});
-  at::Tensor per_query = at::zeros({B + 1, T, T}, at::kBool), padding = at::zeros({B + 1, T}, at::kBool);
-  for (const at::Tensor& hidden : {per_query, padding})
+  // Another batch, or one row of keys for all queries (padding, which no caller has).
+  at::Tensor other_batch = at::zeros({B + 1, T, T}, at::kBool), padding = at::zeros({B, T}, at::kBool);
+  for (const at::Tensor& hidden : {other_batch, padding})
     EXPECT_NE(test::error_message([&] { causal_attention(q, k, v, 0.25, 0, 0, 0, hidden, 0); })
                   .find("hidden keys of shape"),
               std::string::npos);
