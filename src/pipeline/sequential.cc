@@ -441,6 +441,7 @@ class PruneRun {
     problem.G = s.gram().to(device_, at::kFloat);
     problem.mean = s.mean().to(device_);
     problem.tokens = s.tokens();
+    problem.sequences = r_.nsamples;
     problem.name = lj.name;
     problem.gram_checked = checked_grams_.count(&s) > 0;
     if (!job_.dump_problems.empty())

@@ -60,6 +60,8 @@ void check_problem(const LayerProblem& p, const std::string& what) {
   ALPS_CHECK(all_finite(p.G), what, ": gram contains NaN or Inf");
   ALPS_CHECK(p.G.diagonal().min().item<double>() >= 0, what, ": gram has a negative diagonal entry (not X^T X)");
   ALPS_CHECK(p.tokens >= 0, what, ": tokens must be >= 0, got ", p.tokens);
+  ALPS_CHECK(p.sequences >= 0 && p.sequences <= std::max<int64_t>(p.tokens, 1), what, ": ", p.sequences,
+             " sequences for ", p.tokens, " tokens");
   if (p.mean.defined()) {
     ALPS_CHECK(p.mean.dim() == 1 && p.mean.size(0) == in, what, ": mean must be [", in, "], got ", shape_str(p.mean));
     ALPS_CHECK(all_finite(p.mean), what, ": mean contains NaN or Inf");
@@ -154,16 +156,22 @@ LayerProblem load_problem(const std::filesystem::path& path) {
   p.G = (G.scalar_type() == at::kDouble ? G : G.to(at::kFloat)).clone();
   if (file.contains("mean")) p.mean = floating("mean").to(at::kFloat).clone();
   const auto& meta = file.metadata();
-  const auto tokens = meta.find("tokens");
-  ALPS_CHECK(tokens != meta.end(), path.string(), ": metadata 'tokens' (the T behind gram) is missing");
-  size_t used = 0;
-  try {
-    p.tokens = std::stoll(tokens->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  ALPS_CHECK(used > 0 && used == tokens->second.size() && p.tokens >= 0, path.string(),
-             ": metadata 'tokens' must be a non-negative integer, got '", tokens->second, "'");
+  auto count = [&](const std::string& key) {
+    const std::string& text = meta.at(key);
+    size_t used = 0;
+    int64_t value = -1;
+    try {
+      value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ALPS_CHECK(used > 0 && used == text.size() && value >= 0, path.string(), ": metadata '", key,
+               "' must be a non-negative integer, got '", text, "'");
+    return value;
+  };
+  ALPS_CHECK(meta.count("tokens") > 0, path.string(), ": metadata 'tokens' (the T behind gram) is missing");
+  p.tokens = count("tokens");
+  if (meta.count("sequences") > 0) p.sequences = count("sequences");
   if (const auto name = meta.find("name"); name != meta.end()) p.name = name->second;
   check_problem(p, path.string());
   return p;
@@ -175,6 +183,7 @@ void save_problem(const std::filesystem::path& path, const LayerProblem& p, io::
                                                              {"gram", p.G.cpu().contiguous()}};
   if (p.mean.defined()) tensors.emplace_back("mean", p.mean.cpu().contiguous());
   std::map<std::string, std::string> meta = {{"tokens", std::to_string(p.tokens)}};
+  if (p.sequences > 0) meta["sequences"] = std::to_string(p.sequences);
   if (!p.name.empty()) meta["name"] = p.name;
   io::save_safetensors(path, tensors, meta, existing);
 }

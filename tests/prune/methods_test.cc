@@ -145,6 +145,28 @@ TEST(Dsnot, SkipsMlpLayersAndMovesTheExpectedOutputTowardZero) {
   EXPECT_FALSE(make_method("dsnot", {{"skip_layer", "none"}})->solve(p, pattern).W.equal(wanda));
 }
 
+// update_threshold is in the reference's units: a row's e summed over one calibration sequence, T / sequences
+// times the per-token e that alps computes. With every row's per-token |e| below the threshold, sequences of one
+// token each (sequences = T) stop every row at once, and one sequence of all T tokens lets the swaps run.
+TEST(Dsnot, ThresholdAppliesToTheExpectedOutputOfOneSequence) {
+  LayerProblem p = make_synthetic_problem(test::small_options(7, 64, 128, 800));
+  p.name = "model.layers.0.self_attn.o_proj";
+  const Pattern pattern = Pattern::unstructured(0.6);
+  const at::Tensor wanda = make_method("wanda", {})->solve(p, pattern).W;
+  const double e_max = (p.W0 - wanda).matmul(p.mean).abs().max().item<double>();
+  ASSERT_GT(e_max, 0);
+  const nlohmann::json options = {{"update_threshold", 1.5 * e_max}};
+  p.sequences = p.tokens;
+  Solution per_token = make_method("dsnot", options)->solve(p, pattern);
+  EXPECT_TRUE(per_token.W.equal(wanda));
+  p.sequences = 1;
+  Solution per_sequence = make_method("dsnot", options)->solve(p, pattern);
+  EXPECT_FALSE(per_sequence.W.equal(wanda));
+  EXPECT_GT(per_sequence.stats.at("cycles").get<int64_t>(), 1);
+  p.sequences = 0;  // unknown: taken as one sequence
+  EXPECT_TRUE(make_method("dsnot", options)->solve(p, pattern).W.equal(per_sequence.W));
+}
+
 TEST(Dsnot, EverySwapShrinksTheRowsExpectedOutputErrorAndTheLayerErrorDoesNotGrow) {
   // Per row, |e_i| after DSnoT <= |e_i| of the Wanda mask it starts from: a swap that moves e away from 0 would
   // trade a row's most important weights for nothing (the bug this guards against doubled the layer error).

@@ -33,7 +33,11 @@ TEST(LayerProblem, FileRoundTrip) {
   EXPECT_TRUE(q.G.equal(p.G));
   EXPECT_TRUE(q.mean.equal(p.mean));
   EXPECT_EQ(q.tokens, 40);
+  EXPECT_EQ(q.sequences, 0);  // unknown: not written, read back as unknown
   EXPECT_EQ(q.name, p.name);
+  p.sequences = 4;
+  save_problem(dir / "seq.safetensors", p);
+  EXPECT_EQ(load_problem(dir / "seq.safetensors").sequences, 4);
   // Without a mean the file still loads.
   p.mean = at::Tensor();
   save_problem(dir / "nomean.safetensors", p);
@@ -52,6 +56,12 @@ TEST(LayerProblem, LoadErrorsNameTheFileAndTheProblem) {
   EXPECT_NE(load_error(dir / "notokens.safetensors").find("tokens"), std::string::npos);
   io::save_safetensors(dir / "badtokens.safetensors", {{"weight", W}, {"gram", G}}, {{"tokens", "-3"}});
   EXPECT_NE(load_error(dir / "badtokens.safetensors").find("'-3'"), std::string::npos);
+  io::save_safetensors(dir / "badseq.safetensors", {{"weight", W}, {"gram", G}},
+                       {{"tokens", "5"}, {"sequences", "x"}});
+  EXPECT_NE(load_error(dir / "badseq.safetensors").find("metadata 'sequences'"), std::string::npos);
+  io::save_safetensors(dir / "moreseq.safetensors", {{"weight", W}, {"gram", G}},
+                       {{"tokens", "5"}, {"sequences", "6"}});
+  EXPECT_NE(load_error(dir / "moreseq.safetensors").find("6 sequences for 5 tokens"), std::string::npos);
   at::Tensor Wnan = W.clone();
   Wnan[1][2] = NAN;
   io::save_safetensors(dir / "nan.safetensors", {{"weight", Wnan}, {"gram", G}}, {{"tokens", "5"}});

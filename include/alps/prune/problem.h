@@ -16,6 +16,9 @@ struct LayerProblem {
   at::Tensor G;     ///< [in, in] sum_t x_t x_t^T (fp32 or fp64)
   at::Tensor mean;  ///< [in] mean input, or undefined
   int64_t tokens = 0;  ///< T, the number of calibration tokens behind G
+  /// The calibration sequences those T tokens came in (0: unknown, taken as one). DSnoT's reference measures a
+  /// row's expected output change over one sequence's tokens, so its threshold needs the sequence length.
+  int64_t sequences = 0;
   std::string name;    ///< layer name when known, e.g. "model.layers.0.mlp.up_proj" (DSnoT's skip rule reads it)
   /// The caller already ran check_gram on this very G (linears that read one input share it): solve_layer skips
   /// the O(in^3) check.

@@ -19,7 +19,8 @@ const io::OptionTable<DsnotOptions>& dsnot_options() {
       io::OptionTable<O>()
           .add("max_cycles", &O::max_cycles, "swap cycles per row at most")
           .add("update_threshold", &O::update_threshold,
-               "a row stops once its expected output change |e| <= this (absolute, as in the reference)")
+               "a row stops once its expected output change |e|, summed over one calibration sequence's tokens as "
+               "the reference measures it, is <= this")
           .add("skip_layer", &O::skip_layer,
                "mlp: MLP linears (mlp., fc1, fc2) keep Wanda's result, as in the reference; none: refine every linear");
   return table;
@@ -71,6 +72,11 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
   at::Tensor M = W0 * mu.unsqueeze(0);  // [out, in], each weight's contribution to the expected output
   at::Tensor e = (M * keep.logical_not()).sum(1);  // [out], expected output change of the pruned entries
   at::Tensor sign0 = e.sign();
+  // e is per token; the reference sums it over one calibration sequence (T / sequences tokens) before comparing
+  // it with update_threshold. Unknown sequences: all T tokens are one.
+  const double sequence_tokens = static_cast<double>(std::max<int64_t>(problem.tokens, 1)) /
+                                 static_cast<double>(std::max<int64_t>(problem.sequences, 1));
+  const double threshold = options_.update_threshold / sequence_tokens;
   // Regrow order: pruned entries by W mu / var, ascending (kept entries sit at 0); e > 0 takes from the top.
   at::Tensor regrow_order = std::get<1>((M / var.unsqueeze(0)).masked_fill(keep, 0).sort(1));  // [out, in]
   at::Tensor lo = at::zeros({out}, e.options().dtype(at::kLong)), hi = at::full({out}, in - 1, lo.options());
@@ -121,7 +127,7 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
     // shrink |e|: once the prune pointer runs past the entries whose W mu opposes e, the next candidates push e
     // further away and would remove the row's most important weights (seen on stories260K: 2.5x Wanda's error).
     at::Tensor valid = pointers_ok & gather1(keep, r).logical_not() & gather1(keep, p);
-    active = active & valid & (e.abs() > options_.update_threshold) & (after.sign() == sign0) & (after.abs() < e.abs());
+    active = active & valid & (e.abs() > threshold) & (after.sign() == sign0) & (after.abs() < e.abs());
     if (pattern.is_n_m()) group_score.index_put_({rows, p}, INFINITY);
     keep.index_put_({rows, r}, gather1(keep, r) | active);
     keep.index_put_({rows, p}, gather1(keep, p) & active.logical_not());
