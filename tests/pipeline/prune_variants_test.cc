@@ -88,6 +88,7 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   const int64_t chain = c.hidden_size + c.head_dim + 2 * seqlen;
   const double xmax2 = expected.diagonal().max().item<double>();  // >= max_t x_ti^2
   EXPECT_EQ(p.tokens, T);
+  EXPECT_EQ(p.sequences, nsamples);
   EXPECT_ALL_CLOSE(p.G.to(at::kDouble), expected, test::rounding_bound(T + 2 * chain, T * xmax2), 0);
   if (c.qkv_bias) {  // without the biases the gram is another one: the check above can tell
     model::CausalLM no_bias = model::CausalLM::load(model);
