@@ -22,6 +22,7 @@
 #include "alps/core/threads.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
+#include "alps/core/parse.h"
 #include "alps/prune/pattern.h"
 #include "commands.h"
 
@@ -82,15 +83,6 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 namespace {
-bool parse_integer(const std::string& text, int64_t& value) {
-  size_t used = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == text.size();
-}
 bool parse_real(const std::string& text, double& value) {
   size_t used = 0;
   try {
@@ -105,8 +97,7 @@ bool parse_real(const std::string& text, double& value) {
 CLI::Validator int_range(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
-        int64_t v = 0;
-        if (parse_integer(text, v) && v >= lo && v <= hi) return "";
+        if (const auto v = parse_integer(text); v && *v >= lo && *v <= hi) return "";
         return fmt::format("expected an integer in [{}, {}], got '{}'", lo, hi, text);
       },
       fmt::format("INT in [{}, {}]", lo, hi));
@@ -115,8 +106,7 @@ CLI::Validator int_range(int64_t lo, int64_t hi) {
 CLI::Validator int_at_least(int64_t lo) {
   return CLI::Validator(
       [lo](std::string& text) -> std::string {
-        int64_t v = 0;
-        if (parse_integer(text, v) && v >= lo) return "";
+        if (const auto v = parse_integer(text); v && *v >= lo) return "";
         return fmt::format("expected an integer >= {}, got '{}'", lo, text);
       },
       fmt::format("INT >= {}", lo));
@@ -146,8 +136,7 @@ CLI::Validator positive_real() {
 CLI::Validator zero_or_at_least(int64_t lo, const std::string& zero_means) {
   return CLI::Validator(
       [lo, zero_means](std::string& text) -> std::string {
-        int64_t v = 0;
-        if (parse_integer(text, v) && (v == 0 || v >= lo)) return "";
+        if (const auto v = parse_integer(text); v && (*v == 0 || *v >= lo)) return "";
         return fmt::format("expected 0 ({}) or an integer >= {}, got '{}'", zero_means, lo, text);
       },
       fmt::format("0 or INT >= {}", lo));

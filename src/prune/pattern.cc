@@ -7,24 +7,13 @@
 #include <string>
 
 #include "alps/core/error.h"
+#include "alps/core/parse.h"
 
 namespace alps::prune {
 
 namespace {
 // floor(s * n) robust to s * n landing a hair below an integer in binary (0.29 * 100 = 28.999999999999996).
 int64_t floor_fraction(double s, int64_t n) { return static_cast<int64_t>(std::floor(s * static_cast<double>(n) + 1e-6)); }
-
-bool parse_int(std::string_view text, int64_t& value) {
-  if (text.empty()) return false;
-  std::string s(text);
-  size_t used = 0;
-  try {
-    value = std::stoll(s, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == s.size();
-}
 }  // namespace
 
 Pattern Pattern::unstructured(double sparsity) {
@@ -48,10 +37,9 @@ Pattern Pattern::n_m(int64_t n, int64_t m) {
 
 Pattern Pattern::parse(std::string_view text) {
   if (const auto colon = text.find(':'); colon != std::string_view::npos) {
-    int64_t n = 0, m = 0;
-    ALPS_USAGE_CHECK(parse_int(text.substr(0, colon), n) && parse_int(text.substr(colon + 1), m), "pattern '", text,
-                     "': expected N:M with integers (e.g. 2:4)");
-    return n_m(n, m);
+    const auto n = parse_integer(text.substr(0, colon)), m = parse_integer(text.substr(colon + 1));
+    ALPS_USAGE_CHECK(n && m, "pattern '", text, "': expected N:M with integers (e.g. 2:4)");
+    return n_m(*n, *m);
   }
   std::string s(text);
   size_t used = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "alps/core/error.h"
+#include "alps/core/parse.h"
 #include "alps/io/safetensors.h"
 
 namespace alps::prune {
@@ -158,16 +159,10 @@ LayerProblem load_problem(const std::filesystem::path& path) {
   const auto& meta = file.metadata();
   auto count = [&](const std::string& key) {
     const std::string& text = meta.at(key);
-    size_t used = 0;
-    int64_t value = -1;
-    try {
-      value = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    ALPS_CHECK(used > 0 && used == text.size() && value >= 0, path.string(), ": metadata '", key,
-               "' must be a non-negative integer, got '", text, "'");
-    return value;
+    const auto value = parse_integer(text);
+    ALPS_CHECK(value && *value >= 0, path.string(), ": metadata '", key, "' must be a non-negative integer, got '",
+               text, "'");
+    return *value;
   };
   ALPS_CHECK(meta.count("tokens") > 0, path.string(), ": metadata 'tokens' (the T behind gram) is missing");
   p.tokens = count("tokens");

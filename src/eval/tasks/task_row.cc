@@ -1,6 +1,7 @@
 #include "alps/eval/task_row.h"
 
 #include "alps/core/error.h"
+#include "alps/core/parse.h"
 
 namespace alps::eval {
 
@@ -23,15 +24,8 @@ const std::string& TaskRow::str(const char* field) const {
 int64_t TaskRow::integer(const char* field) const {
   const nlohmann::json& v = at(field);
   if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_string()) {
-    const std::string& s = v.get_ref<const std::string&>();
-    size_t used = 0;
-    try {
-      const int64_t x = std::stoll(s, &used);
-      if (used == s.size()) return x;
-    } catch (const std::exception&) {
-    }
-  }
+  if (v.is_string())
+    if (const auto x = parse_integer(v.get_ref<const std::string&>())) return *x;
   fail(field, "expected an integer, got " + v.dump());
 }
 
