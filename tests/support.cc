@@ -132,4 +132,14 @@ std::string error_message(const std::function<void()>& f) {
   return "no error";
 }
 
+void expect_invalid_utf8_names_the_file(const std::filesystem::path& model) {
+  TempDir tmp;
+  const std::string file = (tmp / "bad.txt").string();
+  std::ofstream(file) << "Hello \xff world and more words here";
+  const auto r = run_cli({"eval", "--model", model.string(), "--ppl", file, "--seqlen", "4"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("dataset " + file + ": text to tokenize is not valid UTF-8 (byte offset 6)"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace alps::test

@@ -104,4 +104,8 @@ CliContext with_data_dir();
 /// ($ALPS_DATA_DIR) is committed_data_dir() unless `context.env` sets another.
 CliResult run_cli(const std::vector<std::string>& args, const CliContext& context = {});
 
+/// `alps eval --ppl FILE` on a text that is not UTF-8 exits 1 with an error naming FILE and the byte offset,
+/// whichever tokenizer `model` has.
+void expect_invalid_utf8_names_the_file(const std::filesystem::path& model);
+
 }  // namespace alps::test

@@ -131,7 +131,8 @@ void add_eval_command(CLI::App& app, Runner& runner) {
       "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files, and zero-shot tasks");
   cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
   cmd->add_option("--ppl", a->ppl,
-                  "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] path")
+                  "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] "
+                  "path")
       ->capture_default_str();
   cmd->add_option("--seqlen", a->seqlen, "Tokens per window, >= 2 (default 0: min(2048, max_position_embeddings))")
       ->check(zero_or_at_least(2));

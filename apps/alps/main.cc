@@ -248,8 +248,9 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const c10::Error& e) {
     // `prune` says more (what it was doing, which blocks are kept); every other command can at least say what to try.
-    spdlog::error("libtorch: {}{}", e.what_without_backtrace(),
-                  alps::is_device_out_of_memory(e) ? "\nto fit, lower --batch-size or --dtype, or use --device cpu" : "");
+    spdlog::error(
+        "libtorch: {}{}", e.what_without_backtrace(),
+        alps::is_device_out_of_memory(e) ? "\nto fit, lower --batch-size or --dtype, or use --device cpu" : "");
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

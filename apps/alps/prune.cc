@@ -1,4 +1,5 @@
-// `alps prune`: the end-to-end command (docs/pipeline.md). Flags override the --config recipe; the library does the work.
+// `alps prune`: the end-to-end command (docs/pipeline.md). Flags override the --config recipe; the library does
+// the work.
 
 #include <iostream>
 #include <variant>

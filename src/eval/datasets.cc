@@ -26,7 +26,8 @@ Dataset resolve_dataset(const std::string& spec, const fs::path& data_dir) {
   if (spec == "wikitext2")
     return {spec, require_file(text / "wikitext2" / "wikitext-2-raw-v1.test.hf_joined.txt", "dataset wikitext2"),
             DatasetKind::kText};
-  if (spec == "ptb") return {spec, require_file(text / "ptb" / "ptb.test.txt", "dataset ptb"), DatasetKind::kJoinedLines};
+  if (spec == "ptb")
+    return {spec, require_file(text / "ptb" / "ptb.test.txt", "dataset ptb"), DatasetKind::kJoinedLines};
   if (spec == "tinystories")
     return {spec, require_file(text / "tinystories" / "tinystories.valid.txt", "dataset tinystories"),
             DatasetKind::kText};

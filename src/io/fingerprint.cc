@@ -88,7 +88,8 @@ std::vector<std::string> fingerprint_differences(const json& saved, const json& 
     const bool header_hash = a.value("hashed", "") == "header" || b.value("hashed", "") == "header" ||
                              fs::path(label).extension() == ".safetensors";
     if (a.value("bytes", int64_t{-1}) != b.value("bytes", int64_t{-1}))
-      out.push_back(fmt::format("{}size {} -> {} bytes", prefix, a.value("bytes", int64_t{-1}), b.value("bytes", int64_t{-1})));
+      out.push_back(
+          fmt::format("{}size {} -> {} bytes", prefix, a.value("bytes", int64_t{-1}), b.value("bytes", int64_t{-1})));
     else if (a.value("hash", "") != b.value("hash", ""))
       out.push_back(prefix + "content changed");
     else if (header_hash && a.value("mtime_ns", int64_t{-1}) != b.value("mtime_ns", int64_t{-1}))

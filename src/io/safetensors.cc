@@ -157,8 +157,9 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     ALPS_CHECK(e.end <= data_size, where, ": data_offsets end ", e.end, " is past the data section (", data_size,
                " bytes; truncated file?)");
     const auto expected = static_cast<uint64_t>(expected_bytes);
-    ALPS_CHECK(e.end - e.begin == expected, where, ": shape ", shape_str(e.shape), " of ", value["dtype"].get<std::string>(),
-               " needs ", expected, " bytes but data_offsets span ", e.end - e.begin);
+    ALPS_CHECK(e.end - e.begin == expected, where, ": shape ", shape_str(e.shape), " of ",
+               value["dtype"].get<std::string>(), " needs ", expected, " bytes but data_offsets span ",
+               e.end - e.begin);
     entries_.push_back(std::move(e));
   }
 

@@ -93,14 +93,14 @@ CausalLM CausalLM::load(const fs::path& dir) {
     ALPS_CHECK(t.sizes() == c10::IntArrayRef(spec.shape), where, ": expected ", shape_str(spec.shape), ", got ",
                shape_str(t.sizes()), " (from config.json of ", s.config.architecture, ")");
     const auto dt = t.scalar_type();
-    ALPS_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16, where, ": expected dtype F32, F16 or BF16, got ",
-               io::dtype_to_safetensors(dt));
+    ALPS_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16, where,
+               ": expected dtype F32, F16 or BF16, got ", io::dtype_to_safetensors(dt));
   }
   for (const std::string& name : s.stored.order)
-    ALPS_CHECK(expected.count(name) || is_ignored_buffer(name), "unexpected tensor ", name, " in ", s.stored.file_of[name],
-               " for ", s.config.architecture, " with ", s.config.num_layers, " layers");
-  spdlog::debug("loaded {} ({} tensors, {} files) from {}", s.config.architecture, s.stored.host.size(), s.stored.files.size(),
-                dir.string());
+    ALPS_CHECK(expected.count(name) || is_ignored_buffer(name), "unexpected tensor ", name, " in ",
+               s.stored.file_of[name], " for ", s.config.architecture, " with ", s.config.num_layers, " layers");
+  spdlog::debug("loaded {} ({} tensors, {} files) from {}", s.config.architecture, s.stored.host.size(),
+                s.stored.files.size(), dir.string());
   return m;
 }
 
@@ -301,8 +301,8 @@ int64_t CausalLM::num_parameters() const {
 }
 
 void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
-  ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(state_->dir), "cannot save over the loaded checkpoint ",
-             state_->dir.string(), " (its tensors are memory-mapped)");
+  ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(state_->dir),
+             "cannot save over the loaded checkpoint ", state_->dir.string(), " (its tensors are memory-mapped)");
   io::StagedPath staged(out_dir);
   fs::create_directories(staged.temp());
   write_files(staged.temp(), options);

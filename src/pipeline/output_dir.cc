@@ -242,8 +242,8 @@ void check_output_request(const OutputRequest& req) {
   fs::path existing = p.parent_path();
   while (!fs::exists(existing)) existing = existing.parent_path();
   ALPS_CHECK(fs::is_directory(existing), "cannot create --out ", shown, ": ", existing.string(), " is a file");
-  ALPS_CHECK(::access(existing.c_str(), W_OK | X_OK) == 0, "cannot create --out ", shown, ": no permission to write in ",
-             existing.string());
+  ALPS_CHECK(::access(existing.c_str(), W_OK | X_OK) == 0, "cannot create --out ", shown,
+             ": no permission to write in ", existing.string());
   if (existing == p.parent_path()) clean_leftovers(p);
   if (!fs::exists(p)) return;
   ALPS_CHECK(::access(p.c_str(), R_OK | W_OK | X_OK) == 0, "--out ", shown, ": no permission to write in it");

@@ -134,8 +134,8 @@ void recipe_differences(const json& a, const json& b, const std::string& prefix,
     for (const auto& [k, v] : a.items()) keys.insert(k);
     for (const auto& [k, v] : b.items()) keys.insert(k);
     for (const auto& k : keys)
-      recipe_differences(a.contains(k) ? a[k] : json(), b.contains(k) ? b[k] : json(), prefix.empty() ? k : prefix + "." + k,
-                         out);
+      recipe_differences(a.contains(k) ? a[k] : json(), b.contains(k) ? b[k] : json(),
+                         prefix.empty() ? k : prefix + "." + k, out);
   } else if (a != b) {
     out.push_back(fmt::format("recipe field \"{}\": the interrupted run used {}, this command gives {}", prefix,
                               a.dump(), b.dump()));

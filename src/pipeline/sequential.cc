@@ -356,7 +356,9 @@ class PruneRun {
     auto t0 = std::chrono::steady_clock::now();
     step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
     BlockStats stats(r_.stats_device == "cpu" ? c10::Device(c10::kCPU) : device_, parse_dtype(r_.stats_dtype));
-    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) { stats.observe(linear, x); };
+    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) {
+      stats.observe(linear, x);
+    };
     for_each_batch([&](int64_t i, int64_t n) {
       m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
       stats.end_forward();

@@ -13,7 +13,9 @@ namespace alps::prune {
 
 namespace {
 // floor(s * n) robust to s * n landing a hair below an integer in binary (0.29 * 100 = 28.999999999999996).
-int64_t floor_fraction(double s, int64_t n) { return static_cast<int64_t>(std::floor(s * static_cast<double>(n) + 1e-6)); }
+int64_t floor_fraction(double s, int64_t n) {
+  return static_cast<int64_t>(std::floor(s * static_cast<double>(n) + 1e-6));
+}
 }  // namespace
 
 Pattern Pattern::unstructured(double sparsity) {

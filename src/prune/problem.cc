@@ -38,7 +38,9 @@ std::string label(const LayerProblem& p, const std::string& what) {
   return s;
 }
 
-std::string dtype_str(c10::ScalarType t) { return t == at::kDouble ? "fp64" : t == at::kFloat ? "fp32" : c10::toString(t); }
+std::string dtype_str(c10::ScalarType t) {
+  return t == at::kDouble ? "fp64" : t == at::kFloat ? "fp32" : c10::toString(t);
+}
 }  // namespace
 
 double gram_rounding_gamma(const LayerProblem& p) {

@@ -18,7 +18,10 @@ int byte_token_value(const std::string& token) {
   int value = 0;
   for (size_t i = 3; i < 5; ++i) {
     const char c = token[i];
-    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }
@@ -58,7 +61,9 @@ std::string strip_token(const std::string& token, const std::string& content, si
     next_code_point(token, i);
     chars.emplace_back(begin, i);
   }
-  auto is_content = [&](size_t k) { return token.compare(chars[k].first, chars[k].second - chars[k].first, content) == 0; };
+  auto is_content = [&](size_t k) {
+    return token.compare(chars[k].first, chars[k].second - chars[k].first, content) == 0;
+  };
   size_t first = 0, last = chars.size();
   while (first < chars.size() && first < start && is_content(first)) ++first;
   for (size_t removed = 0; removed < stop && last > first && is_content(last - 1); ++removed) --last;
@@ -119,7 +124,9 @@ std::string utf8_lossy(const std::string& bytes) {
 Decoder::Decoder(std::vector<DecoderStep> steps, const std::string& source) : steps_(std::move(steps)) {
   for (const auto& step : steps_) {
     ALPS_CHECK(step.kind != Kind::kReplace || !step.pattern.empty(), source, ": decoder Replace with an empty pattern");
-    regexes_.push_back(step.kind == Kind::kReplace && step.regex ? std::make_unique<Regex>(step.pattern, source + ": decoder Replace") : nullptr);
+    regexes_.push_back(step.kind == Kind::kReplace && step.regex
+                           ? std::make_unique<Regex>(step.pattern, source + ": decoder Replace")
+                           : nullptr);
   }
 }
 

@@ -41,7 +41,10 @@ const icu::Normalizer2& unicode11_form(Kind kind) {
     }
   };
   static const Forms forms;
-  return kind == Kind::kNfc ? *forms.nfc : kind == Kind::kNfd ? *forms.nfd : kind == Kind::kNfkc ? *forms.nfkc : *forms.nfkd;
+  return kind == Kind::kNfc    ? *forms.nfc
+         : kind == Kind::kNfd  ? *forms.nfd
+         : kind == Kind::kNfkc ? *forms.nfkc
+                               : *forms.nfkd;
 }
 
 std::string normal_form(std::string_view text, Kind kind) {
@@ -116,7 +119,9 @@ std::string replace_regex(std::string_view text, const Regex& regex, std::string
 
 Normalizer::Normalizer(std::vector<NormalizerStep> steps, const std::string& source) : steps_(std::move(steps)) {
   for (const auto& step : steps_) {
-    regexes_.push_back(step.kind == Kind::kReplace && step.regex ? std::make_unique<Regex>(step.pattern, source + ": normalizer Replace") : nullptr);
+    regexes_.push_back(step.kind == Kind::kReplace && step.regex
+                           ? std::make_unique<Regex>(step.pattern, source + ": normalizer Replace")
+                           : nullptr);
     ALPS_CHECK(step.kind != Kind::kReplace || !step.pattern.empty(), source,
                ": normalizer Replace with an empty pattern");
   }

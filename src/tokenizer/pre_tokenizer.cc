@@ -104,7 +104,8 @@ PreTokenizer::PreTokenizer(std::vector<PreTokenizeStep> steps, const std::string
       ALPS_CHECK(!step.replacement.empty() && (next_code_point(step.replacement, i), i == step.replacement.size()),
                  source, ": Metaspace replacement must be one character, got '", step.replacement, "'");
     }
-    regexes_.push_back(step.kind == Kind::kSplit ? std::make_unique<Regex>(step.pattern, source + ": pre_tokenizer Split") : nullptr);
+    regexes_.push_back(
+        step.kind == Kind::kSplit ? std::make_unique<Regex>(step.pattern, source + ": pre_tokenizer Split") : nullptr);
   }
 }
 

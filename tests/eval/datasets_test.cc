@@ -44,7 +44,8 @@ TEST(Datasets, Wikitext2IsTheJoinedFileAsIs) {
   Dataset d = resolve_dataset("wikitext2", data());
   EXPECT_EQ(d.kind, DatasetKind::kText);
   const std::string text = load_dataset_text(d);
-  EXPECT_EQ(text.size(), 1'296'370u);  // bytes of wikitext-2-raw-v1.test.hf_joined.txt, whose content tests/data/real/SHA256SUMS pins
+  // Bytes of wikitext-2-raw-v1.test.hf_joined.txt, whose content tests/data/real/SHA256SUMS pins.
+  EXPECT_EQ(text.size(), 1'296'370u);
   // The same string as the HF rows joined with "\n\n" (the rows file is an independent form of the data).
   std::ifstream rows(data() / "text" / "wikitext2" / "wikitext-2-raw-v1.test.rows.jsonl");
   std::string line, joined;

@@ -50,8 +50,9 @@ std::vector<double> direct_window_nll(const model::CausalLM& m, const std::vecto
 // logits: log V + 2 max |logit|.
 double window_loss_bound(const model::CausalLM& m, const std::vector<int64_t>& ids, int64_t L) {
   const auto& c = m.config();
-  const double chain = static_cast<double>(c.num_layers * (c.head_dim + 2 * L + 4 * c.hidden_size + c.intermediate_size) +
-                                           2 * c.hidden_size + c.vocab_size + L);
+  const double chain =
+      static_cast<double>(c.num_layers * (c.head_dim + 2 * L + 4 * c.hidden_size + c.intermediate_size) +
+                          2 * c.hidden_size + c.vocab_size + L);
   const at::Tensor logits = m.forward(at::tensor(ids, at::kLong).narrow(0, 0, L).unsqueeze(0));
   const double scale = std::log(static_cast<double>(c.vocab_size)) + 2 * logits.abs().max().item<double>();
   return test::rounding_bound(chain, scale);

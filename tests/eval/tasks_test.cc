@@ -195,7 +195,8 @@ TEST(TaskConstruction, ErrorsNameFileRowAndField) {
   EXPECT_NE(key.find("field \"answerKey\": answer key \"E\" is not one of the choice labels (A, B)"),
             std::string::npos)
       << key;
-  const std::string blank = error_of("winogrande", {R"({"sentence":"no blank","option1":"a","option2":"b","answer":"1"})"});
+  const std::string blank =
+      error_of("winogrande", {R"({"sentence":"no blank","option1":"a","option2":"b","answer":"1"})"});
   EXPECT_NE(blank.find("field \"sentence\": no blank"), std::string::npos) << blank;
   const std::string type = error_of("boolq", {R"({"passage":"p","question":7,"label":1})"});
   EXPECT_NE(type.find("field \"question\": expected a string, got 7"), std::string::npos) << type;

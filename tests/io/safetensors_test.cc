@@ -79,9 +79,10 @@ TEST(Safetensors, RejectsCorruptFilesWithClearErrors) {
   write_raw(dir / "past", R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", f4);
   EXPECT_NE(expect_error(dir / "past").find("past the data section"), std::string::npos);
 
-  write_raw(dir / "overlap",
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            std::string(12, '\0'));
+  write_raw(
+      dir / "overlap",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      std::string(12, '\0'));
   EXPECT_NE(expect_error(dir / "overlap").find("overlaps"), std::string::npos);
 
   write_raw(dir / "gap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", f4);

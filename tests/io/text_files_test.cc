@@ -32,8 +32,8 @@ TEST(TextFiles, ReadsJsonLinesArraysAndGzipWithLimits) {
 TEST(TextFiles, ErrorsNameTheFileAndRecord) {
   test::TempDir dir;
   std::ofstream(dir / "bad.jsonl") << "{\"text\": \"ok\"}\n{\"content\": \"no text\"}\n";
-  EXPECT_NE(test::error_message([&] { read_text_records(dir / "bad.jsonl"); }).find("bad.jsonl: record 2 has no string field"),
-            std::string::npos);
+  const std::string no_text = test::error_message([&] { read_text_records(dir / "bad.jsonl"); });
+  EXPECT_NE(no_text.find("bad.jsonl: record 2 has no string field"), std::string::npos) << no_text;
   std::ofstream(dir / "broken.jsonl") << "{\"text\": \"ok\"}\n{\"text\": \n";
   EXPECT_NE(test::error_message([&] { read_text_records(dir / "broken.jsonl"); }).find("record 2 is not valid JSON"),
             std::string::npos);

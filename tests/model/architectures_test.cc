@@ -75,8 +75,9 @@ TEST(Architectures, MistralSlidingWindowDefaultsAsMistralConfig) {
   edit_config(dir, [](json& j) { j["sliding_window"] = 24; });
   EXPECT_TRUE(CausalLM::load(dir).forward(ids).equal(full));
   edit_config(dir, [](json& j) { j["sliding_window"] = 0; });
-  EXPECT_NE(test::error_message([&] { load_config(dir / "config.json"); }).find("sliding_window must be positive, got 0"),
-            std::string::npos);
+  EXPECT_NE(
+      test::error_message([&] { load_config(dir / "config.json"); }).find("sliding_window must be positive, got 0"),
+      std::string::npos);
 }
 
 TEST(Architectures, Qwen2LayersSlideFromMaxWindowLayersOnlyWithUseSlidingWindow) {
@@ -185,12 +186,13 @@ TEST(Architectures, Qwen2NeedsQkvBiasesAndNoOtherBias) {
     auto k_bias = [](auto& t) { return t.first == "model.layers.1.self_attn.k_proj.bias"; };
     ts.erase(std::remove_if(ts.begin(), ts.end(), k_bias), ts.end());
   });
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("missing tensor model.layers.1.self_attn.k_proj.bias ([16])"),
-            std::string::npos);
+  const std::string missing = test::error_message([&] { CausalLM::load(dir); });
+  EXPECT_NE(missing.find("missing tensor model.layers.1.self_attn.k_proj.bias ([16])"), std::string::npos) << missing;
   dir = copy_fixture("qwen2_linear", tmp);
   rewrite_weights(dir, [](auto& ts) { ts.emplace_back("model.layers.0.self_attn.o_proj.bias", at::zeros({32})); });
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("unexpected tensor model.layers.0.self_attn.o_proj.bias"),
-            std::string::npos);
+  EXPECT_NE(
+      test::error_message([&] { CausalLM::load(dir); }).find("unexpected tensor model.layers.0.self_attn.o_proj.bias"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ TEST(Checkpoint, MissingAndExtraTensors) {
   test::TempDir tmp;
   fs::path dir = copy_fixture("opt_pre", tmp);
   rewrite_weights(dir, [](auto& ts) {
-    ts.erase(std::remove_if(ts.begin(), ts.end(), [](auto& p) { return p.first.find("layers.1.fc2.bias") != std::string::npos; }),
+    ts.erase(std::remove_if(ts.begin(), ts.end(),
+                            [](auto& p) { return p.first.find("layers.1.fc2.bias") != std::string::npos; }),
              ts.end());
   });
   std::string msg = test::error_message([&] { CausalLM::load(dir); });
@@ -54,8 +55,8 @@ TEST(Checkpoint, IntegerDtypeRejected) {
     for (auto& [name, t] : ts)
       if (name == "model.decoder.layers.0.fc1.bias") t = t.to(at::kInt);
   });
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("fc1.bias in model.safetensors: expected dtype F32, F16 or BF16"),
-            std::string::npos);
+  const std::string msg = test::error_message([&] { CausalLM::load(dir); });
+  EXPECT_NE(msg.find("fc1.bias in model.safetensors: expected dtype F32, F16 or BF16"), std::string::npos) << msg;
 }
 
 TEST(Checkpoint, TruncatedAndCorruptSafetensors) {
@@ -75,19 +76,22 @@ TEST(Checkpoint, TruncatedAndCorruptSafetensors) {
 
   fs::path dir3 = copy_fixture("llama_gqa", tmp);
   fs::remove(dir3 / "model.safetensors");
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir3); }).find("no model.safetensors or model.safetensors.index.json"),
-            std::string::npos);
+  EXPECT_NE(
+      test::error_message([&] { CausalLM::load(dir3); }).find("no model.safetensors or model.safetensors.index.json"),
+      std::string::npos);
 }
 
 TEST(Checkpoint, UnknownArchitectureAndBadConfig) {
   test::TempDir tmp;
   fs::path dir = copy_fixture("opt_pre", tmp);
   edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPTNeoXForCausalLM"}; });
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("unknown architecture 'GPTNeoXForCausalLM'"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir); }).find("unknown architecture 'GPTNeoXForCausalLM'"),
+            std::string::npos);
 
   fs::path dir2 = copy_fixture("llama_gqa", tmp);
   edit_config(dir2, [](nlohmann::json& j) { j["num_key_value_heads"] = 3; });
-  EXPECT_NE(test::error_message([&] { CausalLM::load(dir2); }).find("not a multiple of num_key_value_heads 3"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { CausalLM::load(dir2); }).find("not a multiple of num_key_value_heads 3"),
+            std::string::npos);
 
   fs::path dir3 = copy_fixture("llama_gqa", tmp);
   edit_config(dir3, [](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
@@ -109,15 +113,22 @@ TEST(Checkpoint, ConfigValuesOutOfRangeNameFileAndField) {
       {"llama_gqa", [](nlohmann::json& j) { j["rope_parameters"]["original_max_position_embeddings"] = 0; },
        "original_max_position_embeddings must be positive"},
       {"llama_gqa", [](nlohmann::json& j) { j["num_key_value_heads"] = 0; }, "num_key_value_heads must be positive"},
-      {"llama_gqa", [](nlohmann::json& j) { j["num_key_value_heads"] = 2.5; }, "'num_key_value_heads' must be an integer"},
+      {"llama_gqa", [](nlohmann::json& j) { j["num_key_value_heads"] = 2.5; },
+       "'num_key_value_heads' must be an integer"},
       {"llama_gqa", [](nlohmann::json& j) { j["head_dim"] = -8; }, "head_dim must be positive"},
-      {"llama_gqa", [](nlohmann::json& j) { j["max_position_embeddings"] = 0; }, "max_position_embeddings must be positive"},
+      {"llama_gqa", [](nlohmann::json& j) { j["max_position_embeddings"] = 0; },
+       "max_position_embeddings must be positive"},
       {"llama_gqa", [](nlohmann::json& j) { j["max_position_embeddings"] = 128.5; }, "'max_position_embeddings'"},
       {"llama_gqa", [](nlohmann::json& j) { j["num_hidden_layers"] = 0; }, "num_hidden_layers must be positive"},
       {"llama_gqa", [](nlohmann::json& j) { j["intermediate_size"] = -48; }, "intermediate_size must be positive"},
       {"llama_gqa", [](nlohmann::json& j) { j["vocab_size"] = 0; }, "vocab_size must be positive"},
       {"llama_gqa", [](nlohmann::json& j) { j["num_attention_heads"] = -4; }, "num_attention_heads must be positive"},
-      {"llama_gqa", [](nlohmann::json& j) { j.erase("head_dim"); j["num_attention_heads"] = 3; j["num_key_value_heads"] = 3; },
+      {"llama_gqa",
+       [](nlohmann::json& j) {
+         j.erase("head_dim");
+         j["num_attention_heads"] = 3;
+         j["num_key_value_heads"] = 3;
+       },
        "hidden_size 32 is not divisible by num_attention_heads 3"},
       {"opt_pre", [](nlohmann::json& j) { j["hidden_size"] = 30; }, "hidden_size 30 is not divisible"},
       {"opt_pre", [](nlohmann::json& j) { j["ffn_dim"] = 0; }, "ffn_dim must be positive"},
@@ -248,7 +259,8 @@ TEST(Checkpoint, SaveIsFaithfulAndKeepsSideFiles) {
     CausalLM r = CausalLM::load(tmp / name);
     expect_same_tensors(m, r);
     // Tied heads stay tied: no lm_head tensor appears.
-    if (m.config().tie_word_embeddings) EXPECT_FALSE(io::SafetensorsFile(tmp / name / "model.safetensors").contains("lm_head.weight"));
+    if (m.config().tie_word_embeddings)
+      EXPECT_FALSE(io::SafetensorsFile(tmp / name / "model.safetensors").contains("lm_head.weight"));
   }
   EXPECT_EQ(CausalLM::load(tmp / "llama_bias_bf16").tensor("model.norm.weight").scalar_type(), at::kBFloat16);
   // No staging directories are left behind.

@@ -99,8 +99,9 @@ TEST(Calibration, ReadsJsonArrayGzipAndRejectsBadFiles) {
   EXPECT_THROW(resolve_calibration_source("c4", dir.path()), Error);
   // A directory is named as one, not as a missing file.
   std::filesystem::create_directory(dir / "calib.txt");
-  for (auto f : {std::function<void()>([&] { read_documents(dir / "calib.txt"); }),
-                 std::function<void()>([&] { resolve_calibration_source((dir / "calib.txt").string(), dir.path()); })}) {
+  const std::function<void()> read = [&] { read_documents(dir / "calib.txt"); };
+  const std::function<void()> resolve = [&] { resolve_calibration_source((dir / "calib.txt").string(), dir.path()); };
+  for (const auto& f : {read, resolve}) {
     const std::string message = test::error_message(f);
     EXPECT_NE(message.find("calib.txt is a directory, expected a file"), std::string::npos) << message;
   }

@@ -85,7 +85,8 @@ TEST(OutputSafety, RefusesEveryOutputThatIsNotAlpsToReplaceAndTouchesNothing) {
   };
   const std::vector<Case> cases = {
       {prune_args(".", {"--sparsity", "0.5", "--overwrite"}), root / "work", "is the current directory or contains it"},
-      {prune_args("..", {"--sparsity", "0.5", "--overwrite"}), root / "work", "is the current directory or contains it"},
+      {prune_args("..", {"--sparsity", "0.5", "--overwrite"}), root / "work",
+       "is the current directory or contains it"},
       {prune_args((root / "data").string() + "/", {"--sparsity", "0.5", "--overwrite"}), {}, "user.txt"},
       {prune_args(root / "data", {"--sparsity", "0.5", "--overwrite"}), {}, "holds files that alps did not write"},
       {prune_args(root / "parent", {"--sparsity", "0.5", "--overwrite"}, model), {}, "contains the input model"},
@@ -95,9 +96,11 @@ TEST(OutputSafety, RefusesEveryOutputThatIsNotAlpsToReplaceAndTouchesNothing) {
       {prune_args(root / "afile", {"--sparsity", "0.5", "--overwrite"}), {}, "is a file, not a directory"},
       {prune_args(root / "afile/out", {"--sparsity", "0.5"}), {}, "is a file"},
       {prune_args(root / "link", {"--sparsity", "0.5", "--overwrite"}), {}, "is a symbolic link"},
-      {prune_args(root / "new", {"--sparsity", "0.5", "--dump-problems", (root / "new/problems").string()}), {},
+      {prune_args(root / "new", {"--sparsity", "0.5", "--dump-problems", (root / "new/problems").string()}),
+       {},
        "--dump-problems"},
-      {prune_args(root / "new", {"--sparsity", "0.5", "--dump-problems", (model / "p").string()}, model), {},
+      {prune_args(root / "new", {"--sparsity", "0.5", "--dump-problems", (model / "p").string()}, model),
+       {},
        "inside the input model directory"},
   };
   for (const auto& c : cases) {
@@ -176,8 +179,9 @@ TEST(OutputSafety, AFileAddedDuringTheRunStopsTheCommitAndNothingIsLost) {
   // Through the command: the file moved away, the same command with --resume writes the output.
   const fs::path run = tmp / "run";
   // Killed as it commits: every block is saved, the output is left to write.
-  ASSERT_NE(test::run_cli(prune_args(run, {"--sparsity", "0.5"}), {{}, {"ALPS_TEST_FAULT=crash:commit-staged"}}).exit_code,
-            0);
+  ASSERT_NE(
+      test::run_cli(prune_args(run, {"--sparsity", "0.5"}), {{}, {"ALPS_TEST_FAULT=crash:commit-staged"}}).exit_code,
+      0);
   std::ofstream(run / "notes.txt") << "mine";
   expect_refused(test::run_cli(prune_args(run, {"--sparsity", "0.5", "--resume"})), "notes.txt");
   EXPECT_EQ(slurp(run / "notes.txt"), "mine");
@@ -230,9 +234,11 @@ TEST(OutputSafety, ResumeNamesTheInputThatChanged) {
   // A method constant at its default value is the same run; another value is not.
   expect_refused(test::run_cli(args({"--sparsity", "0.5", "--option", "damp=0.02", "--resume", "--stop-after", "1"})),
                  "recipe field \"options.damp\"");
-  const auto same = test::run_cli(args({"--sparsity", "0.5", "--option", "damp=0.01", "--resume", "--stop-after", "1"}));
+  const auto same =
+      test::run_cli(args({"--sparsity", "0.5", "--option", "damp=0.01", "--resume", "--stop-after", "1"}));
   EXPECT_EQ(same.exit_code, 0) << same.err;
-  expect_refused(test::run_cli(args({"--sparsity", "0.5", "--seed", "3", "--resume"})), "recipe field \"calibration.seed\"");
+  expect_refused(test::run_cli(args({"--sparsity", "0.5", "--seed", "3", "--resume"})),
+                 "recipe field \"calibration.seed\"");
 
   const std::string calib = slurp(tmp / "calib.txt");
   std::ofstream(tmp / "calib.txt", std::ios::app) << " One more sentence.";
@@ -295,7 +301,8 @@ TEST(OutputSafety, AKillWhileSavingTheStateNeverCorruptsTheResumedResult) {
   for (const char* point : {"state-block-saved@3", "state-inputs-saved@3", "state-json-saved@3"}) {
     SCOPED_TRACE(point);
     const fs::path out = tmp / point;
-    auto r = test::run_cli(prune_args(out, {"--sparsity", "0.6"}), {{}, {std::string("ALPS_TEST_FAULT=crash:") + point}});
+    auto r =
+        test::run_cli(prune_args(out, {"--sparsity", "0.6"}), {{}, {std::string("ALPS_TEST_FAULT=crash:") + point}});
     ASSERT_NE(r.exit_code, 0) << "the fault did not fire";
     r = test::run_cli(prune_args(out, {"--sparsity", "0.6", "--resume"}));
     ASSERT_EQ(r.exit_code, 0) << r.err;

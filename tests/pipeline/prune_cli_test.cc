@@ -39,7 +39,8 @@ int64_t expected_zeros(const std::string& method, double s, int64_t rows, int64_
   if (method == "wanda" || method == "dsnot") return rows * static_cast<int64_t>(std::floor(s * cols));
   if (method == "sparsegpt") {  // one threshold per block of 128 columns
     int64_t z = 0;
-    for (int64_t c = 0; c < cols; c += 128) z += static_cast<int64_t>(std::floor(s * rows * std::min<int64_t>(128, cols - c)));
+    for (int64_t c = 0; c < cols; c += 128)
+      z += static_cast<int64_t>(std::floor(s * rows * std::min<int64_t>(128, cols - c)));
     return z;
   }
   return static_cast<int64_t>(std::floor(s * rows * cols));
@@ -144,10 +145,10 @@ TEST(PruneCli, ResumeRefusesADifferentRecipe) {
 // another device, with smaller batches or with the statistics on the host.
 TEST(PruneCli, ResumeAcceptsAnotherDeviceBatchSizeAndStatisticsDevice) {
   test::TempDir dir;
-  ASSERT_EQ(test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--stop-after", "1", "--device", "cpu"})).exit_code,
-            0);
-  const auto r = test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--resume", "--device", "auto", "--batch-size",
-                                                      "1", "--stats-device", "cpu", "--json"}));
+  ASSERT_EQ(
+      test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--stop-after", "1", "--device", "cpu"})).exit_code, 0);
+  const auto r = test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--resume", "--device", "auto",
+                                                      "--batch-size", "1", "--stats-device", "cpu", "--json"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_TRUE(report.at("complete").get<bool>());

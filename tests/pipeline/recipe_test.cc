@@ -49,7 +49,8 @@ TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
 TEST(Recipe, RejectsUnknownKeysAndWrongTypesNamingThem) {
   const auto message = load_error;
   EXPECT_NE(message(R"({"sparsty": 0.5})").find("unknown key \"sparsty\""), std::string::npos);
-  EXPECT_NE(message(R"({"calibration": {"nsample": 5}})").find("calibration: unknown key \"nsample\""), std::string::npos);
+  EXPECT_NE(message(R"({"calibration": {"nsample": 5}})").find("calibration: unknown key \"nsample\""),
+            std::string::npos);
   EXPECT_NE(message(R"({"nsamples": 5})").find("unknown key"), std::string::npos);
   EXPECT_NE(message(R"({"batch_size": "big"})").find("key \"batch_size\" must be an integer"), std::string::npos);
   EXPECT_NE(message(R"({"sparsity": 0.5, "pattern": "2:4"})").find("not both"), std::string::npos);
@@ -169,12 +170,14 @@ TEST(Recipe, RepeatedKeysAreRefused) {
   const std::string file = (tmp / "r.json").string();
   EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, // the first
                                "method": "alps", "sparsity": 0.7})"),
-            file + ": key 'sparsity' appears twice in one object (the second would silently replace the first); keep one");
+            file + ": key 'sparsity' appears twice in one object (the second would silently replace the first); "
+                   "keep one");
   EXPECT_NE(write_and_load(R"({"sparsity": 0.5, "calibration": {"nsamples": 4, "seed": 1, "nsamples": 8}})")
                 .find(file + ": key 'nsamples' appears twice"),
             std::string::npos);
-  EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, /* block comment */ "overrides": [{"match": "*.q_proj", "sparsity": 0.6},
-                               {"match": "*.k_proj", "sparsity": 0.6}]})"),
+  EXPECT_EQ(write_and_load(R"({"sparsity": 0.5, /* block comment */
+                               "overrides": [{"match": "*.q_proj", "sparsity": 0.6},
+                                             {"match": "*.k_proj", "sparsity": 0.6}]})"),
             "no error");
 }
 

@@ -1,6 +1,6 @@
 // The fused CPU ADMM iterates and PCG (src/prune/admm_iterates.h, pcg.h) against the ATen implementations that
-// write the ADMM updates of docs/algorithms.md term by term: both are driven with the same B-updates, so any slip in the compact
-// (Z, keep, rho_v) form of D and V shows up as a different right-hand side, support or change count.
+// write the ADMM updates of docs/algorithms.md term by term: both are driven with the same B-updates, so any slip in
+// the compact (Z, keep, rho_v) form of D and V shows up as a different right-hand side, support or change count.
 #include "prune/admm_iterates.h"
 #include "prune/pcg.h"
 

@@ -209,9 +209,10 @@ TEST(VersionCli, NamesTheSourceRevisionAndReportsCarryIt) {
     EXPECT_EQ(std::system((git + " cat-file -e " + commit + "^{commit} 2>/dev/null").c_str()), 0)
         << commit << " is not a commit of " << alps::test::source_dir();
   const std::string revision = m[1];
-  const auto eval = run_cli({"eval", "--model", (alps::test::committed_data_dir() / "models/stories260K-hf").string(), "--ppl",
-                             (alps::test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(),
-                             "--seqlen", "64", "--max-windows", "1", "--json"});
+  const auto eval =
+      run_cli({"eval", "--model", (alps::test::committed_data_dir() / "models/stories260K-hf").string(), "--ppl",
+               (alps::test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(), "--seqlen",
+               "64", "--max-windows", "1", "--json"});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   const auto doc = nlohmann::json::parse(eval.out);
   EXPECT_EQ(doc["software"]["source_revision"], revision);

@@ -20,7 +20,8 @@ void expect_exact_selection(const at::Tensor& score, int64_t zeros) {
 TEST(Mask, LargeSelectionsAreExact) {
   at::manual_seed(0);
   at::Tensor heavy = at::randn({1024, 600}).pow(3).abs();  // large enough for the banded path
-  for (double s : {0.001, 0.3, 0.5, 0.7, 0.9, 0.999}) expect_exact_selection(heavy, static_cast<int64_t>(s * heavy.numel()));
+  for (double s : {0.001, 0.3, 0.5, 0.7, 0.9, 0.999})
+    expect_exact_selection(heavy, static_cast<int64_t>(s * heavy.numel()));
   // Many ties, and a layout whose strided sample is unrepresentative (every sampled entry is 0): both exact.
   at::Tensor ties = at::randint(0, 5, {700, 512}).to(at::kFloat);
   expect_exact_selection(ties, 200000);

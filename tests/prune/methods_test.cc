@@ -17,7 +17,8 @@
 namespace alps::prune {
 namespace {
 
-// Per-layer methods hit floor(s * out * in) zeros exactly; per-row methods floor(s * in) in every row (docs/algorithms.md).
+// Per-layer methods hit floor(s * out * in) zeros exactly; per-row methods floor(s * in) in every row
+// (docs/algorithms.md).
 bool per_row(const std::string& method) { return method == "wanda" || method == "dsnot"; }
 
 void expect_exact_pattern(const std::string& method, const at::Tensor& W, const Pattern& pattern) {

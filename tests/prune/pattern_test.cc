@@ -34,12 +34,14 @@ TEST(Pattern, RejectsBadText) {
   EXPECT_NE(alps::test::error_message([] { Pattern::parse("2:"); }).find("N:M"), std::string::npos);
   EXPECT_NE(alps::test::error_message([] { Pattern::parse("5:4"); }).find("N <= M"), std::string::npos);
   // 0:M keeps no weight at all, like sparsity 1.
-  EXPECT_NE(alps::test::error_message([] { Pattern::parse("0:4"); }).find("0:M would prune every weight"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([] { Pattern::parse("0:4"); }).find("0:M would prune every weight"),
+            std::string::npos);
   EXPECT_NE(alps::test::error_message([] { Pattern::n_m(0, 1); }).find("1 <= N <= M"), std::string::npos);
 }
 
 TEST(Pattern, CheckShapeNamesTheProblem) {
-  EXPECT_EQ(alps::test::error_message([] { Pattern::n_m(2, 4).check_shape(8, 170); }), "2:4 needs in % 4 == 0, got in = 170");
+  EXPECT_EQ(alps::test::error_message([] { Pattern::n_m(2, 4).check_shape(8, 170); }),
+            "2:4 needs in % 4 == 0, got in = 170");
   EXPECT_NO_THROW(Pattern::n_m(2, 4).check_shape(8, 172));
   EXPECT_NO_THROW(Pattern::unstructured(0.5).check_shape(8, 170));
 }

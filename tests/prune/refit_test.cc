@@ -28,7 +28,8 @@ TEST(Refit, ExactSatisfiesTheOptimalityConditionsOnItsSupport) {
   };
   // The fp64 solve is exact to ~kappa 2^-53; rounding its result to fp32 moves each weight by <= 2^-24 |E|, the
   // gradient on the support by <= 2 * 2^-24 (|E| |G|) there.
-  const double rounding = 2 * std::ldexp(1.0, -24) * (E.to(at::kDouble).abs().matmul(G.abs()) * keep).norm().item<double>();
+  const double rounding =
+      2 * std::ldexp(1.0, -24) * (E.to(at::kDouble).abs().matmul(G.abs()) * keep).norm().item<double>();
   EXPECT_LT(grad_on_support(E), 2 * rounding);
   EXPECT_GT(grad_on_support(W), 1e3 * rounding);  // the magnitude mask alone is far from optimal
 }

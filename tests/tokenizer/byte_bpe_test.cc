@@ -153,7 +153,8 @@ TEST(ByteBpe, AddedTokenFlagsMatchTokenizers) {
   const auto tok = load_tokenizer(dir.path());
   const auto texts = golden.at("texts").get<std::vector<std::string>>();
   const auto expected = golden.at("ids").get<std::vector<std::vector<int64_t>>>();
-  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tok->encode(texts[i], true), expected[i]) << "text '" << texts[i] << "'";
+  for (size_t i = 0; i < texts.size(); ++i)
+    EXPECT_EQ(tok->encode(texts[i], true), expected[i]) << "text '" << texts[i] << "'";
   const auto& random = golden.at("random");
   const auto random_texts = random.at("texts").get<std::vector<std::string>>();
   const size_t chunk = random.at("chunk").get<size_t>();
@@ -307,7 +308,8 @@ TEST(ByteBpe, CorruptFilesGiveErrorsNamingThem) {
   EXPECT_NE(alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); }).find("vocab.json: not valid JSON"),
             std::string::npos);
   write_file(vocab, R"({"a": 0, "b": "one"})");
-  EXPECT_NE(alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); }).find("must be an integer"),
+            std::string::npos);
   write_file(vocab, R"({"a": 0, "b": 1, "ab": 2})");
   write_file(merges, "#version: 0.2\na b c\n");
   auto message = alps::test::error_message([&] { read_vocab_merges(vocab, merges, {}); });

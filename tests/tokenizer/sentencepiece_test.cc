@@ -49,7 +49,8 @@ void expect_matches_golden(const std::string& name) {
     EXPECT_EQ(tok->encode(rows.at(row.at("row").get<size_t>()), false), row.at("ids").get<std::vector<int64_t>>())
         << "row " << row.at("row");
   const auto& random = golden.at("random");
-  const auto texts = test::read_golden(random.at("texts").get<std::string>()).at("texts").get<std::vector<std::string>>();
+  const auto texts =
+      test::read_golden(random.at("texts").get<std::string>()).at("texts").get<std::vector<std::string>>();
   const size_t chunk = random.at("chunk").get<size_t>();
   for (size_t first = 0, c = 0; first < texts.size(); first += chunk, ++c) {
     std::vector<int64_t> flat;
@@ -61,7 +62,8 @@ void expect_matches_golden(const std::string& name) {
       decoded.push_back(tok->decode(ids));
     }
     EXPECT_EQ(test::fnv1a64(flat), random.at("ids_fnv1a64").at(c)) << "random texts " << first << "..";
-    EXPECT_EQ(test::fnv1a64_text(decoded), random.at("decoded_fnv1a64").at(c)) << "decoded random texts " << first << "..";
+    EXPECT_EQ(test::fnv1a64_text(decoded), random.at("decoded_fnv1a64").at(c))
+        << "decoded random texts " << first << "..";
   }
   for (const auto& c : golden.at("cases")) {
     const auto text = c.at("text").get<std::string>();

@@ -55,7 +55,8 @@ void expect_matches_golden(const Tokenizer& tok, const nlohmann::json& golden, c
   }
   for (const auto& row : golden.at("rows")) {
     const auto& text_row = rows.at(row.at("row").get<size_t>());
-    EXPECT_EQ(tok.encode(text_row, true), row.at("ids").get<std::vector<int64_t>>()) << what << " row " << row.at("row");
+    EXPECT_EQ(tok.encode(text_row, true), row.at("ids").get<std::vector<int64_t>>())
+        << what << " row " << row.at("row");
   }
   for (const auto& c : golden.at("cases")) {
     const auto text_case = c.at("text").get<std::string>();
@@ -169,7 +170,8 @@ TEST_P(NormalForm, MatchesTokenizersOnEveryCodePoint) {
   for (size_t i = 0; i < form.at("first_sequences").size(); ++i) {
     const auto& expected = form.at("first_sequences")[i];
     ASSERT_EQ(sequences[i], expected.at("text").get<std::string>()) << "the LCG strings differ from the script's";
-    EXPECT_EQ(normalizer.apply(sequences[i]), expected.at("normalized").get<std::string>()) << name << " sequence " << i;
+    EXPECT_EQ(normalizer.apply(sequences[i]), expected.at("normalized").get<std::string>())
+        << name << " sequence " << i;
   }
   for (size_t c = 0; c < form.at("sequence_chunks").size(); ++c) {
     std::vector<std::string> outputs;

@@ -38,7 +38,8 @@ std::string where(const char* file, int line);
 }  // namespace alps
 
 /// Throws alps::Error with the concatenation of the arguments.
-#define ALPS_FAIL(...) throw ::alps::Error(::alps::detail::concat(__VA_ARGS__), ::alps::detail::where(__FILE__, __LINE__))
+#define ALPS_FAIL(...) \
+  throw ::alps::Error(::alps::detail::concat(__VA_ARGS__), ::alps::detail::where(__FILE__, __LINE__))
 /// Throws alps::UsageError with the concatenation of the arguments (name the flag).
 #define ALPS_USAGE_FAIL(...) \
   throw ::alps::UsageError(::alps::detail::concat(__VA_ARGS__), ::alps::detail::where(__FILE__, __LINE__))

@@ -1,5 +1,6 @@
 #pragma once
-// Calibration statistics of a linear layer (docs/algorithms.md): G = sum_t x_t x_t^T, the input mean and the token count T.
+// Calibration statistics of a linear layer (docs/algorithms.md): G = sum_t x_t x_t^T, the input mean and the
+// token count T.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

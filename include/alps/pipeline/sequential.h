@@ -1,6 +1,6 @@
 #pragma once
-// The whole-model pipeline (docs/pipeline.md): calibration windows -> block 0 inputs -> for each block: statistics pass,
-// prune every linear, pruned pass for the next inputs; resumable after every block.
+// The whole-model pipeline (docs/pipeline.md): calibration windows -> block 0 inputs -> for each block: statistics
+// pass, prune every linear, pruned pass for the next inputs; resumable after every block.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>

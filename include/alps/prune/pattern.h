@@ -1,6 +1,6 @@
 #pragma once
-// Sparsity patterns (docs/algorithms.md): unstructured (a fraction s of zeros) or N:M (at most N non-zeros in every group
-// of M consecutive input columns of a row).
+// Sparsity patterns (docs/algorithms.md): unstructured (a fraction s of zeros) or N:M (at most N non-zeros in every
+// group of M consecutive input columns of a row).
 #include <cstdint>
 #include <string>
 #include <string_view>

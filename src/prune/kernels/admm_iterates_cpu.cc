@@ -147,7 +147,8 @@ class FusedCpuIterates final : public AdmmIterates {
 
 }  // namespace
 
-std::unique_ptr<AdmmIterates> make_fused_cpu_iterates(const at::Tensor& Y, const at::Tensor& B0, const Pattern& pattern) {
+std::unique_ptr<AdmmIterates> make_fused_cpu_iterates(const at::Tensor& Y, const at::Tensor& B0,
+                                                      const Pattern& pattern) {
   return std::make_unique<FusedCpuIterates>(Y, B0, pattern);
 }
 

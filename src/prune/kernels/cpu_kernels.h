@@ -14,7 +14,8 @@ namespace alps::prune::detail {
 
 /// The ALPS iterates in a compact form (D and V from Z and the kept mask); Y, B0 CPU fp32 [in, out], and a pattern
 /// whose cut lies strictly inside the layer.
-std::unique_ptr<AdmmIterates> make_fused_cpu_iterates(const at::Tensor& Y, const at::Tensor& B0, const Pattern& pattern);
+std::unique_ptr<AdmmIterates> make_fused_cpu_iterates(const at::Tensor& Y, const at::Tensor& B0,
+                                                      const Pattern& pattern);
 
 /// The masked CG vector updates; R and keep CPU [in, out], R fp32.
 std::unique_ptr<CgVectors> make_fused_cpu_cg(const at::Tensor& R, const at::Tensor& keep);

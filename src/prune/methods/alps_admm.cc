@@ -91,8 +91,8 @@ RhoSchedule::Action RhoSchedule::check(int64_t iteration, int64_t changed, int64
 
 Alps::Alps(AlpsOptions options) : options_(options) {
   const auto& o = options_;
-  ALPS_CHECK(o.damp >= 0 && o.rho0 > 0 && o.rho_max > 0 && o.shrink > 0, "alps: damp >= 0, rho0 > 0, rho_max > 0 and "
-             "shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0, " rho_max=", o.rho_max, " shrink=", o.shrink);
+  ALPS_CHECK(o.damp >= 0 && o.rho0 > 0 && o.rho_max > 0 && o.shrink > 0,
+             "alps: damp >= 0, rho0 > 0, rho_max > 0 and shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0, " rho_max=", o.rho_max, " shrink=", o.shrink);
   ALPS_CHECK(o.max_iterations >= 0 && o.check_every >= 1 && o.pcg_iterations >= 0 && o.pcg_tolerance >= 0,
              "alps: max_iterations >= 0, check_every >= 1, pcg_iterations >= 0, pcg_tolerance >= 0 are required");
   ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit",

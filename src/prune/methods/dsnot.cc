@@ -68,7 +68,8 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
              problem.name, "'");
   // mu_j and var_j of the inputs from (G, mean, T): var_j = G_jj / T - mu_j^2.
   at::Tensor mu = problem.mean.to(W0.device(), at::kFloat);
-  at::Tensor var = (problem.G.diagonal().to(at::kFloat) / static_cast<double>(problem.tokens) - mu * mu).clamp_min(1e-12);
+  at::Tensor var =
+      (problem.G.diagonal().to(at::kFloat) / static_cast<double>(problem.tokens) - mu * mu).clamp_min(1e-12);
   at::Tensor M = W0 * mu.unsqueeze(0);  // [out, in], each weight's contribution to the expected output
   at::Tensor e = (M * keep.logical_not()).sum(1);  // [out], expected output change of the pruned entries
   at::Tensor sign0 = e.sign();

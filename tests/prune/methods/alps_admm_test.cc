@@ -77,9 +77,9 @@ TEST(Alps, PcgRefitImprovesTheProjectedAdmmIterate) {
 }
 
 // The two B-update forms (eigenbasis: two products per iteration; explicit (Hn + rho I)^-1 per rho: one), the
-// fp32/fp64 eigendecompositions and the fused/ATen vector kernels are the same ADMM up to rounding. Over a few iterations (no rho change yet) the
-// iterates agree entry by entry; over a whole run the nonconvex projection lets rounding change the path (27 vs
-// 30 iterations here), so only the outcome is compared.
+// fp32/fp64 eigendecompositions and the fused/ATen vector kernels are the same ADMM up to rounding. Over a few
+// iterations (no rho change yet) the iterates agree entry by entry; over a whole run the nonconvex projection lets
+// rounding change the path (27 vs 30 iterations here), so only the outcome is compared.
 TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
   LayerProblem p = make_synthetic_problem(test::small_options(3, 96, 128, 1000));
   for (const auto& pattern : {Pattern::unstructured(0.7), Pattern::n_m(2, 4)}) {

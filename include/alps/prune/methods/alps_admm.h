@@ -1,5 +1,6 @@
 #pragma once
-// ALPS (docs/algorithms.md; paper Algorithms 1 and 2): ADMM with the rho schedule on the scaled problem, then masked PCG.
+// ALPS (docs/algorithms.md; paper Algorithms 1 and 2): ADMM with the rho schedule on the scaled problem, then
+// masked PCG.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
