@@ -10,7 +10,8 @@ namespace alps::pipeline {
 
 LayerStats::LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype)
     : G_(at::zeros({in_features, in_features}, at::TensorOptions().device(device).dtype(dtype))),
-      sum_(at::zeros({in_features}, at::TensorOptions().device(device).dtype(at::kDouble))) {}
+      sum_(at::zeros({in_features}, at::TensorOptions().device(device).dtype(at::kDouble))),
+      sequence_sq_(at::zeros_like(sum_)) {}
 
 void LayerStats::add(const at::Tensor& x) {
   RECORD_USER_SCOPE("alps::layer_stats");
@@ -22,6 +23,12 @@ void LayerStats::add(const at::Tensor& x) {
   // A batch's column sums in the compute dtype (ATen sums by cascades: error ~ log2(tokens) u), accumulated over
   // batches in fp64; summing in fp64 directly converted every element on one thread and cost a third of the syrk.
   sum_.add_(X.sum(0));
+  // Each sequence's column sums in the compute dtype like the mean's, squared and accumulated in fp64.
+  const int64_t L = x.dim() >= 2 ? x.size(-2) : 1;
+  if (L > 0) {
+    const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1).to(at::kDouble);  // [sequences, in]
+    sequence_sq_.add_(sequence_sums.pow(2).sum(0) / static_cast<double>(L));
+  }
   T_ += X.size(0);
 }
 
@@ -36,6 +43,10 @@ const at::Tensor& LayerStats::gram() const {
 
 at::Tensor LayerStats::mean() const {
   return T_ > 0 ? (sum_ / static_cast<double>(T_)).to(at::kFloat) : at::zeros_like(sum_, at::kFloat);
+}
+
+at::Tensor LayerStats::sequence_mean_sq() const {
+  return T_ > 0 ? sequence_sq_ / static_cast<double>(T_) : at::zeros_like(sequence_sq_);
 }
 
 BlockStats::BlockStats(c10::Device device, c10::ScalarType dtype) : device_(device), dtype_(dtype) {}

@@ -444,6 +444,7 @@ class PruneRun {
     problem.mean = s.mean().to(device_);
     problem.tokens = s.tokens();
     problem.sequences = r_.nsamples;
+    problem.sequence_mean_sq = s.sequence_mean_sq().to(device_);
     problem.name = lj.name;
     problem.gram_checked = checked_grams_.count(&s) > 0;
     if (!job_.dump_problems.empty())

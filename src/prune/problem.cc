@@ -69,6 +69,12 @@ void check_problem(const LayerProblem& p, const std::string& what) {
     ALPS_CHECK(p.mean.dim() == 1 && p.mean.size(0) == in, what, ": mean must be [", in, "], got ", shape_str(p.mean));
     ALPS_CHECK(all_finite(p.mean), what, ": mean contains NaN or Inf");
   }
+  if (p.sequence_mean_sq.defined()) {
+    ALPS_CHECK(p.sequence_mean_sq.dim() == 1 && p.sequence_mean_sq.size(0) == in, what, ": sequence_mean_sq must be [",
+               in, "], got ", shape_str(p.sequence_mean_sq));
+    ALPS_CHECK(all_finite(p.sequence_mean_sq) && p.sequence_mean_sq.min().item<double>() >= 0, what,
+               ": sequence_mean_sq must be finite and >= 0 (a mean of squares)");
+  }
 }
 
 void check_gram(const LayerProblem& p, const std::string& what) {
@@ -158,6 +164,7 @@ LayerProblem load_problem(const std::filesystem::path& path) {
   at::Tensor G = floating("gram");
   p.G = (G.scalar_type() == at::kDouble ? G : G.to(at::kFloat)).clone();
   if (file.contains("mean")) p.mean = floating("mean").to(at::kFloat).clone();
+  if (file.contains("sequence_mean_sq")) p.sequence_mean_sq = floating("sequence_mean_sq").to(at::kDouble).clone();
   const auto& meta = file.metadata();
   auto count = [&](const std::string& key) {
     const std::string& text = meta.at(key);
@@ -179,6 +186,7 @@ void save_problem(const std::filesystem::path& path, const LayerProblem& p, io::
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"weight", p.W0.cpu().contiguous()},
                                                              {"gram", p.G.cpu().contiguous()}};
   if (p.mean.defined()) tensors.emplace_back("mean", p.mean.cpu().contiguous());
+  if (p.sequence_mean_sq.defined()) tensors.emplace_back("sequence_mean_sq", p.sequence_mean_sq.cpu().contiguous());
   std::map<std::string, std::string> meta = {{"tokens", std::to_string(p.tokens)}};
   if (p.sequences > 0) meta["sequences"] = std::to_string(p.sequences);
   if (!p.name.empty()) meta["name"] = p.name;

@@ -29,6 +29,19 @@ TEST(LayerStats, EqualsExplicitGramMeanAndCount) {
   const double sum_error =
       (test::rounding_bound(10, 1) * abs_a + test::rounding_bound(7, 1) * abs_b).max().item<double>();
   EXPECT_ALL_CLOSE(s.mean(), X.mean(0), sum_error / 17, std::ldexp(1.0, -24));
+  // (1/T) sum_s L_s m_s^2 over the three sequences (5, 5 and 7 tokens). Each sequence sum S_s is off by at most
+  // gamma_L sum_t |x_t| =: d_s in fp32, so S_s^2 / L_s by (2 |S_s| + d_s) d_s / L_s; the fp64 rest is far below.
+  const at::Tensor sequences[] = {a[0].to(at::kDouble), a[1].to(at::kDouble), b[0].to(at::kDouble)};
+  at::Tensor expected = at::zeros({6}, at::kDouble), bound = at::zeros({6}, at::kDouble);
+  for (const auto& x : sequences) {
+    const double L = static_cast<double>(x.size(0));
+    const at::Tensor S = x.sum(0), d = test::rounding_bound(x.size(0), 1) * x.abs().sum(0);
+    expected += S.pow(2) / L;
+    bound += (2 * S.abs() + d) * d / L;
+  }
+  EXPECT_ALL_CLOSE(s.sequence_mean_sq(), expected / 17, bound.max().item<double>() / 17, 0);
+  // Within-sequence variances are at most the variance over all tokens: G_jj / T - Q_j <= G_jj / T - mu_j^2.
+  EXPECT_TRUE((expected / 17 >= X.mean(0).pow(2) - 1e-12).all().item<bool>());
 }
 
 TEST(BlockStats, SharesOneAccumulatorPerDistinctInput) {

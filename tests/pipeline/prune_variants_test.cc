@@ -44,6 +44,21 @@ at::Tensor block0_gram(const model::CausalLM& m, const at::Tensor& ids, const st
   return gram;
 }
 
+// (1/T) sum_s L m_s^2 of the inputs of `linear` in block 0 ([in], fp64), and their largest square.
+std::pair<at::Tensor, double> block0_sequence_mean_sq(const model::CausalLM& m, const at::Tensor& ids,
+                                                      const std::string& linear) {
+  at::Tensor q;
+  double max_sq = 0;
+  model::LinearObserver obs = [&](const std::string& name, const at::Tensor& x) {
+    if (name != linear) return;
+    const at::Tensor X = x.to(at::kDouble);  // [sequences, L, in]
+    q = X.mean(1).pow(2).mean(0);
+    max_sq = X.pow(2).max().item<double>();
+  };
+  m.block_forward(0, m.embed(ids), &obs);
+  return {q, max_sq};
+}
+
 class PruneVariants : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
@@ -90,6 +105,12 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   EXPECT_EQ(p.tokens, T);
   EXPECT_EQ(p.sequences, nsamples);
   EXPECT_ALL_CLOSE(p.G.to(at::kDouble), expected, test::rounding_bound(T + 2 * chain, T * xmax2), 0);
+  // DSnoT's per-sequence statistic: each sequence's sum S of L inputs differs by <= d := 2 gamma_{L + 2 chain}
+  // L max|x| between the two forwards, so S^2 / L by (2 L max|x| + d) d / L, and (1/T) sum_s of it, T = nsamples L,
+  // by (2 L max|x| + d) d / L^2.
+  const auto [q, max_sq] = block0_sequence_mean_sq(dense, ids, "self_attn.o_proj");
+  const double L = static_cast<double>(seqlen), d = test::rounding_bound(L + 2 * chain, L * std::sqrt(max_sq));
+  EXPECT_ALL_CLOSE(p.sequence_mean_sq, q, (2 * L * std::sqrt(max_sq) + d) * d / (L * L), 0);
   if (c.qkv_bias) {  // without the biases the gram is another one: the check above can tell
     model::CausalLM no_bias = model::CausalLM::load(model);
     for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {

@@ -168,6 +168,44 @@ TEST(Dsnot, ThresholdAppliesToTheExpectedOutputOfOneSequence) {
   EXPECT_TRUE(make_method("dsnot", options)->solve(p, pattern).W.equal(per_sequence.W));
 }
 
+// var_j from the statistics against the variances of explicit inputs: over all tokens, and (variance=sequences,
+// the reference's) the token-weighted mean of the biased variances within each of three sequences.
+TEST(Dsnot, InputVarianceOverTokensAndWithinSequences) {
+  at::manual_seed(5);
+  const int64_t in = 16, lengths[] = {7, 7, 10};
+  std::vector<at::Tensor> xs;
+  for (int64_t s = 0; s < 3; ++s) xs.push_back(at::randn({lengths[s], in}, at::kDouble) * (1 + s) + 2 * s - 1);
+  const at::Tensor X = at::cat(xs);  // [24, in]
+  const double T = static_cast<double>(X.size(0));
+  LayerProblem p;
+  p.W0 = at::randn({4, in});
+  p.G = X.t().mm(X);
+  p.mean = X.mean(0).to(at::kFloat);
+  p.tokens = X.size(0);
+  p.sequences = 3;
+  at::Tensor q = at::zeros({in}, at::kDouble), within = at::zeros({in}, at::kDouble);
+  for (const auto& x : xs) {
+    q += static_cast<double>(x.size(0)) * x.mean(0).pow(2) / T;
+    within += static_cast<double>(x.size(0)) * x.var(0, /*unbiased=*/false) / T;
+  }
+  p.sequence_mean_sq = q;
+  // tokens: fp32 G_jj / T - mu_j^2 with G_jj, mu_j, the quotient, the square and the difference rounded once each:
+  // off by <= 3u G_jj / T + 3u mu_j^2 (the difference's own rounding is u var_j <= u G_jj / T).
+  const at::Tensor second = p.G.diagonal() / T, all = X.var(0, /*unbiased=*/false);
+  const double u = std::ldexp(1.0, -24);
+  EXPECT_ALL_CLOSE(dsnot_input_variance(p, "tokens"), all,
+                   (3 * u * (second + X.mean(0).pow(2))).max().item<double>(), 0);
+  // sequences: the fp64 difference (off by ~1e-16 G_jj / T) rounded once to fp32.
+  EXPECT_ALL_CLOSE(dsnot_input_variance(p, "sequences"), within, 1e-12 * second.max().item<double>(), u);
+  EXPECT_GT((all - within).min().item<double>(), 0.1) << "the sequences' means differ: the two must too";
+  p.sequence_mean_sq = at::Tensor();
+  const std::string missing = alps::test::error_message([&] { dsnot_input_variance(p, "sequences"); });
+  EXPECT_NE(missing.find("needs the per-sequence statistic sequence_mean_sq"), std::string::npos) << missing;
+  EXPECT_NE(alps::test::error_message([] { make_method("dsnot", {{"variance", "samples"}}); })
+                .find("variance must be 'tokens' or 'sequences', got 'samples'"),
+            std::string::npos);
+}
+
 TEST(Dsnot, EverySwapShrinksTheRowsExpectedOutputErrorAndTheLayerErrorDoesNotGrow) {
   // Per row, |e_i| after DSnoT <= |e_i| of the Wanda mask it starts from: a swap that moves e away from 0 would
   // trade a row's most important weights for nothing (the bug this guards against doubled the layer error).

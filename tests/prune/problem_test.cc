@@ -35,9 +35,13 @@ TEST(LayerProblem, FileRoundTrip) {
   EXPECT_EQ(q.tokens, 40);
   EXPECT_EQ(q.sequences, 0);  // unknown: not written, read back as unknown
   EXPECT_EQ(q.name, p.name);
+  EXPECT_FALSE(q.sequence_mean_sq.defined());
   p.sequences = 4;
+  p.sequence_mean_sq = p.mean.to(at::kDouble).pow(2) + 0.25;
   save_problem(dir / "seq.safetensors", p);
-  EXPECT_EQ(load_problem(dir / "seq.safetensors").sequences, 4);
+  const LayerProblem with_sequences = load_problem(dir / "seq.safetensors");
+  EXPECT_EQ(with_sequences.sequences, 4);
+  EXPECT_TRUE(with_sequences.sequence_mean_sq.equal(p.sequence_mean_sq));
   // Without a mean the file still loads.
   p.mean = at::Tensor();
   save_problem(dir / "nomean.safetensors", p);
@@ -62,6 +66,13 @@ TEST(LayerProblem, LoadErrorsNameTheFileAndTheProblem) {
   io::save_safetensors(dir / "moreseq.safetensors", {{"weight", W}, {"gram", G}},
                        {{"tokens", "5"}, {"sequences", "6"}});
   EXPECT_NE(load_error(dir / "moreseq.safetensors").find("6 sequences for 5 tokens"), std::string::npos);
+  io::save_safetensors(dir / "seqshape.safetensors", {{"weight", W}, {"gram", G}, {"sequence_mean_sq", at::ones({5})}},
+                       {{"tokens", "5"}});
+  EXPECT_NE(load_error(dir / "seqshape.safetensors").find("sequence_mean_sq must be [6]"), std::string::npos);
+  io::save_safetensors(dir / "seqneg.safetensors", {{"weight", W}, {"gram", G}, {"sequence_mean_sq", -at::ones({6})}},
+                       {{"tokens", "5"}});
+  EXPECT_NE(load_error(dir / "seqneg.safetensors").find("sequence_mean_sq must be finite and >= 0"),
+            std::string::npos);
   at::Tensor Wnan = W.clone();
   Wnan[1][2] = NAN;
   io::save_safetensors(dir / "nan.safetensors", {{"weight", Wnan}, {"gram", G}}, {{"tokens", "5"}});

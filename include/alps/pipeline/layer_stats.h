@@ -1,6 +1,6 @@
 #pragma once
-// Calibration statistics of a linear layer (docs/algorithms.md): G = sum_t x_t x_t^T, the input mean and the
-// token count T.
+// Calibration statistics of a linear layer (docs/algorithms.md): G = sum_t x_t x_t^T, the input mean, the token
+// count T, and the squared means of the calibration sequences (for DSnoT's variance within sequences).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -15,16 +15,21 @@ class LayerStats {
  public:
   /// `dtype`: accumulation precision of G (fp32 as the reference, or fp64).
   LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype);
-  /// Adds inputs x [..., in] (any float dtype, on any device).
+  /// Adds inputs x [..., seq, in] (any float dtype, on any device): each slice [seq, in] is one calibration
+  /// sequence (a [in] vector one token).
   void add(const at::Tensor& x);
   const at::Tensor& gram() const;                 ///< [in, in]
   at::Tensor mean() const;                        ///< [in], fp32
+  /// [in], fp64: (1/T) sum_s L_s m_s^2 over the sequences s (L_s tokens, mean input m_s), so that G_jj / T minus
+  /// it is the token-weighted mean of the variances within the sequences.
+  at::Tensor sequence_mean_sq() const;
   int64_t tokens() const { return T_; }
 
  private:
   at::Tensor G_;    // [in, in]; add() accumulates its lower triangle (a syrk: half the flops of a product)
   mutable bool upper_stale_ = false;  // gram() copies the lower triangle over when set
   at::Tensor sum_;  // [in], fp64
+  at::Tensor sequence_sq_;  // [in], fp64: sum_s (sum_{t in s} x_t)^2 / L_s
   int64_t T_ = 0;
 };
 

@@ -10,7 +10,8 @@
 
 namespace alps::prune {
 
-/// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean`, metadata `tokens`.
+/// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean` and `sequence_mean_sq`,
+/// metadata `tokens`, optional `sequences` and `name` (docs/formats.md).
 struct LayerProblem {
   at::Tensor W0;    ///< [out, in] dense weights
   at::Tensor G;     ///< [in, in] sum_t x_t x_t^T (fp32 or fp64)
@@ -19,6 +20,9 @@ struct LayerProblem {
   /// The calibration sequences those T tokens came in (0: unknown, taken as one). DSnoT's reference measures a
   /// row's expected output change over one sequence's tokens, so its threshold needs the sequence length.
   int64_t sequences = 0;
+  /// [in] (1/T) sum_s L_s m_s^2 over the calibration sequences (L_s tokens, mean input m_s), or undefined:
+  /// G_jj / T minus it is the variance within sequences that DSnoT's reference uses.
+  at::Tensor sequence_mean_sq;
   std::string name;    ///< layer name when known, e.g. "model.layers.0.mlp.up_proj" (DSnoT's skip rule reads it)
   /// The caller already ran check_gram on this very G (linears that read one input share it): solve_layer skips
   /// the O(in^3) check.

@@ -22,7 +22,10 @@ const io::OptionTable<DsnotOptions>& dsnot_options() {
                "a row stops once its expected output change |e|, summed over one calibration sequence's tokens as "
                "the reference measures it, is <= this")
           .add("skip_layer", &O::skip_layer,
-               "mlp: MLP linears (mlp., fc1, fc2) keep Wanda's result, as in the reference; none: refine every linear");
+               "mlp: MLP linears (mlp., fc1, fc2) keep Wanda's result, as in the reference; none: refine every linear")
+          .add("variance", &O::variance,
+               "var_j of the regrow order: tokens, over all calibration tokens; sequences, the mean of the variances "
+               "within each calibration sequence, as the reference computes it");
   return table;
 }
 }  // namespace
@@ -41,8 +44,26 @@ bool is_mlp_layer(const std::string& name) {
 Dsnot::Dsnot(DsnotOptions options) : options_(std::move(options)) {
   ALPS_CHECK(options_.skip_layer == "mlp" || options_.skip_layer == "none",
              "dsnot: skip_layer must be 'mlp' or 'none', got '", options_.skip_layer, "'");
+  ALPS_CHECK(options_.variance == "tokens" || options_.variance == "sequences",
+             "dsnot: variance must be 'tokens' or 'sequences', got '", options_.variance, "'");
   ALPS_CHECK(options_.max_cycles >= 0 && options_.update_threshold >= 0,
              "dsnot: max_cycles and update_threshold must be >= 0");
+}
+
+at::Tensor dsnot_input_variance(const LayerProblem& problem, const std::string& variance) {
+  const double T = static_cast<double>(problem.tokens);
+  if (variance == "tokens") {
+    at::Tensor mu = problem.mean.to(problem.W0.device(), at::kFloat);
+    return (problem.G.diagonal().to(at::kFloat) / T - mu * mu).clamp_min(1e-12);
+  }
+  ALPS_CHECK(variance == "sequences", "dsnot: variance must be 'tokens' or 'sequences', got '", variance, "'");
+  ALPS_CHECK(problem.sequence_mean_sq.defined(), "dsnot variance=sequences needs the per-sequence statistic "
+             "sequence_mean_sq of layer '", problem.name, "' (a problem file written before it existed has none); "
+             "use variance=tokens");
+  // In fp64: where the features' means dwarf their spread the difference cancels most digits.
+  return (problem.G.diagonal().to(at::kDouble) / T - problem.sequence_mean_sq.to(problem.W0.device(), at::kDouble))
+      .to(at::kFloat)
+      .clamp_min(1e-12);
 }
 
 namespace {
@@ -66,10 +87,8 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
   }
   ALPS_CHECK(problem.mean.defined() && problem.tokens > 0, "dsnot needs the input mean and tokens (T > 0) of layer '",
              problem.name, "'");
-  // mu_j and var_j of the inputs from (G, mean, T): var_j = G_jj / T - mu_j^2.
   at::Tensor mu = problem.mean.to(W0.device(), at::kFloat);
-  at::Tensor var =
-      (problem.G.diagonal().to(at::kFloat) / static_cast<double>(problem.tokens) - mu * mu).clamp_min(1e-12);
+  at::Tensor var = dsnot_input_variance(problem, options_.variance);
   at::Tensor M = W0 * mu.unsqueeze(0);  // [out, in], each weight's contribution to the expected output
   at::Tensor e = (M * keep.logical_not()).sum(1);  // [out], expected output change of the pruned entries
   at::Tensor sign0 = e.sign();
