@@ -82,18 +82,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-namespace {
-bool parse_real(const std::string& text, double& value) {
-  size_t used = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return used == text.size() && std::isfinite(value);
-}
-}  // namespace
-
 CLI::Validator int_range(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {
@@ -116,8 +104,8 @@ CLI::Validator real_range(double lo, double hi, bool hi_open) {
   const std::string range = fmt::format("[{}, {}{}", lo, hi, hi_open ? ")" : "]");
   return CLI::Validator(
       [lo, hi, hi_open, range](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v >= lo && (hi_open ? v < hi : v <= hi)) return "";
+        if (const auto v = parse_real(text); v && std::isfinite(*v) && *v >= lo && (hi_open ? *v < hi : *v <= hi))
+          return "";
         return "expected a number in " + range + ", got '" + text + "'";
       },
       "NUMBER in " + range);
@@ -126,8 +114,7 @@ CLI::Validator real_range(double lo, double hi, bool hi_open) {
 CLI::Validator positive_real() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v > 0) return "";
+        if (const auto v = parse_real(text); v && std::isfinite(*v) && *v > 0) return "";
         return "expected a finite number > 0, got '" + text + "'";
       },
       "NUMBER > 0");

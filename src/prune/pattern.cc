@@ -43,16 +43,9 @@ Pattern Pattern::parse(std::string_view text) {
     ALPS_USAGE_CHECK(n && m, "pattern '", text, "': expected N:M with integers (e.g. 2:4)");
     return n_m(*n, *m);
   }
-  std::string s(text);
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  ALPS_USAGE_CHECK(!s.empty() && used == s.size(), "pattern '", text, "': expected a sparsity in [0, 1) or N:M");
-  return unstructured(value);
+  const auto value = parse_real(text);
+  ALPS_USAGE_CHECK(value, "pattern '", text, "': expected a sparsity in [0, 1) or N:M");
+  return unstructured(*value);
 }
 
 double Pattern::sparsity() const { return sparsity_; }

@@ -33,30 +33,19 @@ fs::path model_with_tokenizer(const std::string& fixture, const fs::path& dir) {
 }
 
 // Gram of the input of `linear` in block 0 over `ids`, from the dense model's own forward, in fp64.
-at::Tensor block0_gram(const model::CausalLM& m, const at::Tensor& ids, const std::string& linear) {
-  at::Tensor gram;
+// The inputs of `linear` in block 0, [sequences, L, in] in fp64.
+at::Tensor block0_inputs(const model::CausalLM& m, const at::Tensor& ids, const std::string& linear) {
+  at::Tensor inputs;
   model::LinearObserver obs = [&](const std::string& name, const at::Tensor& x) {
-    if (name != linear) return;
-    const at::Tensor X = x.reshape({-1, x.size(-1)}).to(at::kDouble);
-    gram = at::matmul(X.t(), X);
+    if (name == linear) inputs = x.to(at::kDouble);
   };
   m.block_forward(0, m.embed(ids), &obs);
-  return gram;
+  return inputs;
 }
 
-// (1/T) sum_s L m_s^2 of the inputs of `linear` in block 0 ([in], fp64), and their largest square.
-std::pair<at::Tensor, double> block0_sequence_mean_sq(const model::CausalLM& m, const at::Tensor& ids,
-                                                      const std::string& linear) {
-  at::Tensor q;
-  double max_sq = 0;
-  model::LinearObserver obs = [&](const std::string& name, const at::Tensor& x) {
-    if (name != linear) return;
-    const at::Tensor X = x.to(at::kDouble);  // [sequences, L, in]
-    q = X.mean(1).pow(2).mean(0);
-    max_sq = X.pow(2).max().item<double>();
-  };
-  m.block_forward(0, m.embed(ids), &obs);
-  return {q, max_sq};
+at::Tensor gram_of(const at::Tensor& inputs) {
+  const at::Tensor X = inputs.reshape({-1, inputs.size(-1)});
+  return at::matmul(X.t(), X);
 }
 
 class PruneVariants : public ::testing::TestWithParam<std::string> {};
@@ -97,7 +86,8 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   const at::Tensor ids = pipeline::sample_windows(pipeline::read_documents(calib()), *tok,
                                                   {calib(), nsamples, seqlen, 0});
   const prune::LayerProblem p = prune::load_problem(dir / "problems/model.layers.0.self_attn.o_proj.safetensors");
-  const at::Tensor expected = block0_gram(dense, ids, "self_attn.o_proj");
+  const at::Tensor inputs = block0_inputs(dense, ids, "self_attn.o_proj");
+  const at::Tensor expected = gram_of(inputs);
   const int64_t T = nsamples * seqlen;
   const model::ModelConfig& c = dense.config();
   const int64_t chain = c.hidden_size + c.head_dim + 2 * seqlen;
@@ -108,7 +98,8 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   // DSnoT's per-sequence statistic: each sequence's sum S of L inputs differs by <= d := 2 gamma_{L + 2 chain}
   // L max|x| between the two forwards, so S^2 / L by (2 L max|x| + d) d / L, and (1/T) sum_s of it, T = nsamples L,
   // by (2 L max|x| + d) d / L^2.
-  const auto [q, max_sq] = block0_sequence_mean_sq(dense, ids, "self_attn.o_proj");
+  const at::Tensor q = inputs.mean(1).pow(2).mean(0);  // (1/T) sum_s L m_s^2
+  const double max_sq = inputs.pow(2).max().item<double>();
   const double L = static_cast<double>(seqlen), d = test::rounding_bound(L + 2 * chain, L * std::sqrt(max_sq));
   EXPECT_ALL_CLOSE(p.sequence_mean_sq, q, (2 * L * std::sqrt(max_sq) + d) * d / (L * L), 0);
   if (c.qkv_bias) {  // without the biases the gram is another one: the check above can tell
@@ -117,7 +108,7 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
       const std::string name = "model.layers.0.self_attn." + std::string(proj) + ".bias";
       no_bias.set_tensor(name, at::zeros_like(no_bias.tensor(name)));
     }
-    EXPECT_GT((block0_gram(no_bias, ids, "self_attn.o_proj") - expected).abs().max().item<double>(),
+    EXPECT_GT((gram_of(block0_inputs(no_bias, ids, "self_attn.o_proj")) - expected).abs().max().item<double>(),
               10 * test::rounding_bound(T + 2 * chain, T * xmax2));
   }
 
