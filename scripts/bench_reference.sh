@@ -7,9 +7,12 @@
 #                              [NSAMPLES=128 SEQLEN=2048 SPARSITY=0.7 SEED=0]
 #     BUILD               build directory holding apps/alps/alps
 #     MODEL               Hugging Face checkpoint directory (LLaMA or OPT; the authors' code handles only those)
-#     CHECKOUT_ALPS       mazumder-lab/ALPS: a work tree, a plain copy, or the bare git directory `fetch` leaves under
-#                         /work/.mirror/mazumder-lab+ALPS/repo; "-" skips ALPS (alps --method alps vs alps-authors)
-#     CHECKOUT_SPARSEGPT  IST-DASLab/sparsegpt likewise; "-" skips it (alps --method sparsegpt vs sparsegpt-authors)
+#     CHECKOUT_ALPS       github.com/mazumder-lab/ALPS: a work tree, a plain copy, or a bare git directory (the
+#                         runs of record used commit 8af9e6b5c8b1b06a028bde6065e5c38829df3a19); "-" skips ALPS
+#                         (alps --method alps vs alps-authors)
+#     CHECKOUT_SPARSEGPT  github.com/IST-DASLab/sparsegpt likewise (runs of record: commit
+#                         147d2159dc4f3e9f73e47b32c04d7b3708f44436); "-" skips it (alps --method sparsegpt vs
+#                         sparsegpt-authors)
 #     SPARSITY            0.7, 70% or N:M (2:4 = keep 2 of every 4, passed to alps as --pattern)
 #   Environment: THREADS (default: all cores; both tools get the same), EVAL_WINDOWS (32; 0 = the whole test set),
 #   EVAL_SEQLEN (512), BLOCKS (0 = all; K prunes only the first K blocks: alps --skip's the others, which it still
@@ -21,7 +24,8 @@
 # Full comparison of record (run on a quiet machine; from the tiny runs, roughly 15 + 10 + 5 minutes on 2 cores,
 # dominated by the reference's ALPS solves, which do not depend on the number of calibration tokens):
 #   M=~/.cache/alps/models/SmolLM2-135M-Instruct
-#   A=/work/.mirror/mazumder-lab+ALPS/repo S=/work/.mirror/IST-DASLab+sparsegpt/repo
+#   A=~/src/ALPS        # checkout of github.com/mazumder-lab/ALPS at commit 8af9e6b5c8b1b06a028bde6065e5c38829df3a19
+#   S=~/src/sparsegpt   # checkout of github.com/IST-DASLab/sparsegpt at 147d2159dc4f3e9f73e47b32c04d7b3708f44436
 #   scripts/bench_reference.sh build $M $A - 16 512 0.7 0
 #   scripts/bench_reference.sh build $M $A - 16 512 2:4 0
 #   scripts/bench_reference.sh build /tmp/alps-opt125m-random - $S 16 512 0.5 0

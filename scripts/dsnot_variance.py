@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How much DSnoT's choice of variance matters: alps's default var_j over all calibration tokens against the
 reference's mean of the per-sequence variances (alps's `--option variance=sequences`), measured on the attention
-inputs of the dense model.
+inputs of the dense model. The reference is github.com/zyxxmu/DSnoT; the commit read was not recorded, and its variance
+is the one described here at commit 4c029dfa66cae3dba7f4a77c78a524e272fc638c.
 
 For each attention linear's input (q/k/v share one; o_proj another), over NSEQ windows of SEQLEN tokens drawn from
 the first C4 train documents: the relative difference of the two variances per input feature, and on the Wanda mask

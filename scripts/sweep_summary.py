@@ -17,6 +17,14 @@ import subprocess
 import sys
 
 
+def shown_path(path):
+    """A path as the summary prints it: relative to the directory that holds this repository when it lies under it
+    (../shared/data), so that a committed summary names no one machine's directories."""
+    parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rel = os.path.relpath(os.path.abspath(path), parent)
+    return path if rel.startswith("..") else os.path.join("..", rel)
+
+
 def metrics_of_eval(entries):
     """{metric name: value} from an evaluation list: perplexities as '<dataset> ppl', tasks as '<task> <metric>'."""
     out = {}
@@ -117,7 +125,8 @@ def main(sweep):
 
     lines = [f"# {settings['title']}: sweep summary", ""]
     lines.append(f"Calibration: {settings['nsamples']} x {settings['seqlen']} tokens of {settings['calib']}"
-                 + (f" (data directory {settings['data_dir']})" if settings.get("data_dir") else "") + "; "
+                 + (f" (data directory {shown_path(settings['data_dir'])})" if settings.get("data_dir") else "")
+                 + "; "
                  f"evaluation window {settings['eval_seqlen'] or 'min(2048, model positions)'}"
                  + (f", at most {settings['eval_max_windows']} windows per dataset"
                     if settings["eval_max_windows"] else ", full test sets")

@@ -53,8 +53,16 @@ CLI::Validator uint64_text();
 /// A comma-separated list with at least one item: an empty --tasks or --eval would silently do another job. With
 /// `each_problem`, every item must be a name it finds nothing wrong with.
 CLI::Validator non_empty_list(std::string (*each_problem)(std::string_view) = nullptr);
-/// A sparsity in [0, 1) or N:M with 1 <= N <= M (prune::Pattern::parse).
-CLI::Validator pattern_text();
+/// The help of every --model flag: the architectures it takes, read from their table.
+std::string model_flag_help();
+/// The help of every --data-dir flag.
+std::string data_dir_flag_help();
+/// An unstructured sparsity in [0, 1); a percentage (70) is refused with the fraction it likely meant.
+CLI::Validator sparsity_fraction();
+/// An N:M pattern with 1 <= N <= M; a fraction (0.7) is refused, pointing at --sparsity.
+CLI::Validator n_m_text();
+/// One of `choices`, else an error listing them with the closest one as a suggestion.
+CLI::Validator one_of(const std::vector<std::string>& choices);
 /// A name that `problem` (device_name_problem, dtype_name_problem, ...) finds nothing wrong with.
 CLI::Validator known_name(std::string (*problem)(std::string_view), const std::string& description);
 

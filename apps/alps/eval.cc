@@ -58,12 +58,13 @@ int run_eval(const EvalArgs& a) {
     ALPS_USAGE_CHECK(!given || !specs.empty(), flag, " sets perplexity windows: with --tasks it needs --ppl too");
   ALPS_USAGE_CHECK(!a.log_samples_given || !a.log_samples.empty(), "--log-samples expects a file name");
   if (!a.log_samples.empty()) check_output_file("--log-samples", a.log_samples, a.overwrite);
-  model::CausalLM m = model::CausalLM::load(a.model);
+  const auto data = data_dir(a.data_dir);
+  const std::filesystem::path model = resolve_model_dir(a.model, data);
+  model::CausalLM m = model::CausalLM::load(model);
   const int64_t positions = m.config().max_positions;
-  const int64_t seqlen = a.seqlen > 0 ? a.seqlen : std::min<int64_t>(2048, positions);
+  const int64_t seqlen = a.seqlen > 0 ? a.seqlen : m.config().default_window();
   ALPS_CHECK(seqlen <= m.config().max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", positions,
              " positions (max_position_embeddings in ", (m.dir() / "config.json").string(), ")");
-  const auto data = data_dir(a.data_dir);
   // Resolve every dataset and task file, then read, tokenise and check all of them, before the slow part: a typo
   // or a bad row fails at once, not after the datasets and tasks before it were scored.
   eval::EvalPlan plan;
@@ -72,7 +73,7 @@ int run_eval(const EvalArgs& a) {
     plan.tasks = eval::resolve_tasks(split_list(a.tasks),
                                      a.task_data.empty() ? data / "eval" : std::filesystem::path(a.task_data),
                                      a.task_files);
-  auto tok = tokenizer::load_tokenizer(a.model);
+  auto tok = tokenizer::load_tokenizer(model);
   eval::PerplexityOptions opt;
   opt.seqlen = seqlen;
   opt.max_windows = a.max_windows;
@@ -129,14 +130,14 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "Perplexity of a checkpoint on wikitext2, ptb, c4 or text files, and zero-shot tasks");
-  cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
+  cmd->add_option("--model", a->model, model_flag_help())->required();
   cmd->add_option("--ppl", a->ppl,
                   "Comma-separated datasets: wikitext2, ptb, c4, tinystories, c4=FILE.jsonl, or a .txt/.jsonl[.gz] "
                   "path")
       ->capture_default_str();
   cmd->add_option("--seqlen", a->seqlen, "Tokens per window, >= 2 (default 0: min(2048, max_position_embeddings))")
       ->check(zero_or_at_least(2));
-  cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
+  cmd->add_option("--data-dir", a->data_dir, data_dir_flag_help());
   cmd->add_option("--dtype", a->dtype, "Compute dtype: fp32 (fp64 for checks), or fp16/bf16 on CUDA")
       ->capture_default_str()
       ->check(known_name(dtype_name_problem, "DTYPE"));

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "alps/core/device.h"
+#include "alps/core/paths.h"
 #include "alps/model/causal_lm.h"
 #include "commands.h"
 
@@ -18,7 +19,7 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
-  const model::CausalLM m = model::CausalLM::load(a.model);
+  const model::CausalLM m = model::CausalLM::load(resolve_model_dir(a.model, data_dir()));
   const model::ModelConfig& c = m.config();
   nlohmann::json linears = nlohmann::json::array();
   int64_t linear_params = 0, linear_zeros = 0;
@@ -82,7 +83,7 @@ int run_inspect(const InspectArgs& a) {
 void add_inspect_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Architecture, parameter count and per-linear shape and sparsity");
-  cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
+  cmd->add_option("--model", a->model, model_flag_help())->required();
   add_common_flags(cmd, a->common, /*with_device=*/false);
   cmd->callback([a, &runner] { runner = [a] { return run_inspect(*a); }; });
 }

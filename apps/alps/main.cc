@@ -19,10 +19,13 @@
 #include "alps/core/build_info.h"
 #include "alps/core/device.h"
 #include "alps/core/host_allocator.h"
+#include "alps/core/interrupt.h"
 #include "alps/core/threads.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/core/parse.h"
+#include "alps/core/suggest.h"
+#include "alps/model/config.h"
 #include "alps/prune/pattern.h"
 #include "commands.h"
 
@@ -154,9 +157,34 @@ CLI::Validator non_empty_list(std::string (*each_problem)(std::string_view)) {
       "LIST");
 }
 
-CLI::Validator pattern_text() {
+std::string model_flag_help() {
+  return "Hugging Face checkpoint directory (" + model::supported_architectures() +
+         "), or the name of a model in the data directory's models/";
+}
+
+std::string data_dir_flag_help() {
+  return "Data directory: models/, text/, eval/ (default: $ALPS_DATA_DIR, else the one alps was built or installed "
+         "with; `alps --version` shows it)";
+}
+
+CLI::Validator sparsity_fraction() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
+        const auto v = parse_real(text);
+        if (v && std::isfinite(*v) && *v >= 0 && *v < 1) return "";
+        if (v && std::isfinite(*v) && *v >= 1 && *v < 100)
+          return fmt::format("expected the fraction of zeros in [0, 1), got '{}' (for {}% write --sparsity {})", text,
+                             text, *v / 100);
+        return "expected the fraction of zeros in [0, 1), got '" + text + "'";
+      },
+      "FRACTION in [0, 1)");
+}
+
+CLI::Validator n_m_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.find(':') == std::string::npos)
+          return "expected N:M such as 2:4, got '" + text + "' (unstructured sparsity is --sparsity " + text + ")";
         try {
           (void)prune::Pattern::parse(text);
         } catch (const Error& e) {
@@ -164,12 +192,38 @@ CLI::Validator pattern_text() {
         }
         return "";
       },
-      "SPARSITY or N:M");
+      "N:M");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& choices) {
+  std::string listed, braced;
+  for (const auto& c : choices) {
+    listed += (listed.empty() ? "" : ", ") + c;
+    braced += (braced.empty() ? "" : ",") + c;
+  }
+  return CLI::Validator(
+      [choices, listed](std::string& text) -> std::string {
+        if (std::find(choices.begin(), choices.end(), text) != choices.end()) return "";
+        return "'" + text + "' is not one of " + listed + did_you_mean(text, choices);
+      },
+      "{" + braced + "}");
 }
 
 CLI::Validator known_name(std::string (*problem)(std::string_view), const std::string& description) {
   return CLI::Validator([problem](std::string& text) { return problem(text); }, description);
 }
+
+namespace {
+
+// Where in the source an error was raised helps whoever debugs alps, not whoever runs it.
+void log_error(const alps::Error& e) {
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::error("{} ({})", e.what(), e.where());
+  else
+    spdlog::error("{}", e.what());
+}
+
+}  // namespace
 
 }  // namespace alps::cli
 
@@ -185,7 +239,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print version, libtorch, CUDA, BLAS and thread count");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+      ->check(alps::cli::one_of({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
   const int64_t cap = alps::max_threads();
   app.add_option("--threads", threads,
@@ -216,22 +270,26 @@ int main(int argc, char** argv) {
         static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
     alps::configure_threads(threads);
     alps::install_host_buffer_cache();
+    alps::install_interrupt_notice();
     if (version) {
       std::cout << alps::build_info_text(alps::build_info());
       return 0;
     }
     if (!runner) {
-      std::cout << app.help();
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << app.help() << "\nalps: a subcommand is required (" << names << "); `alps SUBCOMMAND --help` "
+                << "describes one\n";
       return 2;
     }
     return runner();
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const alps::UsageError& e) {
-    spdlog::error("{} ({})", e.what(), e.where());
+    alps::cli::log_error(e);
     return 2;
   } catch (const alps::Error& e) {
-    spdlog::error("{} ({})", e.what(), e.where());
+    alps::cli::log_error(e);
     return 1;
   } catch (const c10::Error& e) {
     // `prune` says more (what it was doing, which blocks are kept); every other command can at least say what to try.

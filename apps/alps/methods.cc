@@ -35,7 +35,7 @@ void print_method(const nlohmann::json& m) {
 void add_methods_command(CLI::App& app, Runner& runner) {
   auto a = std::make_shared<MethodsArgs>();
   CLI::App* cmd = app.add_subcommand("methods", "List the pruning methods, their patterns and options with defaults");
-  cmd->add_option("name", a->name, "Only this method")->check(CLI::IsMember(prune::method_names()));
+  cmd->add_option("name", a->name, "Only this method")->check(one_of(prune::method_names()));
   add_common_flags(cmd, a->common, /*with_device=*/false);
   cmd->callback([a, &runner] {
     runner = [a] {

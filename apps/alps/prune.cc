@@ -24,36 +24,31 @@ struct PruneArgs {
   double sparsity = -1;
   int64_t stop_after = -1;
   std::vector<std::string> options, skip;
-  bool overwrite = false, resume = false;
+  bool overwrite = false, resume = false, eval_dense = false;
 };
 
 int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   pipeline::Recipe r = a.config.empty() ? pipeline::Recipe{} : pipeline::load_recipe(a.config);
   auto given = [&cmd](const std::string& flag) { return cmd.get_option(flag)->count() > 0; };
-  const std::string recipe_method = r.method;
   for (const pipeline::RecipeKnob& k : pipeline::recipe_knobs())
-    if (given(k.flag)) std::visit([&](auto field) { r.*field = a.flags.*field; }, k.field);
-  if (r.method != recipe_method) {  // the recipe's constants belong to its method, also in rules that keep it
-    r.options = nlohmann::json::object();
-    for (pipeline::LayerRule& rule : r.overrides)
-      if (!rule.method) rule.options = nlohmann::json::object();
-  }
-  // As prune::Pattern writes it, so that --pattern 0.50 and --sparsity 0.5 are one recipe for --resume.
-  if (given("--sparsity")) r.pattern = prune::Pattern::unstructured(a.sparsity).str();
-  if (given("--pattern")) r.pattern = prune::Pattern::parse(a.pattern).str();
+    if (given(k.flag) && k.flag != "--method") std::visit([&](auto field) { r.*field = a.flags.*field; }, k.field);
+  if (given("--method")) pipeline::set_method(r, a.flags.method);
+  if (given("--sparsity")) r.pattern = prune::Pattern::unstructured(a.sparsity);
+  if (given("--pattern")) r.pattern = prune::Pattern::parse(a.pattern);
   r.options.update(parse_option_assignments(a.options));
   for (const auto& s : a.skip) r.skip.push_back(s);
   if (given("--eval")) r.eval = split_list(a.eval);
 
   pipeline::PruneJob job;
-  job.model_dir = a.model;
-  job.out_dir = a.out;
   job.data_dir = data_dir(a.data_dir);
+  job.model_dir = resolve_model_dir(a.model, job.data_dir);
+  job.out_dir = a.out;
   job.recipe = r;
   job.overwrite = a.overwrite;
   job.resume = a.resume;
   job.stop_after = a.stop_after;
   job.dump_problems = a.dump_problems;
+  job.eval_dense = a.eval_dense;
 
   const report::RunReport rep = pipeline::run_prune(job);
   // The result on stdout (the report itself with --json); progress and logs went to stderr.
@@ -73,12 +68,13 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   CLI::App* cmd = app.add_subcommand("prune", "Prune every linear layer of a checkpoint, block by block");
   // Batch scripts append overrides to a base command line: a repeated flag takes its last value.
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  cmd->add_option("--model", a->model, "Hugging Face checkpoint directory (OPT or LLaMA)")->required();
+  cmd->add_option("--model", a->model, model_flag_help())->required();
   cmd->add_option("--out", a->out, "Output directory: pruned checkpoint + alps-report.json")->required();
   cmd->add_option("--config", a->config, "JSON recipe (configs/*.json); flags override it");
-  auto* sp = cmd->add_option("--sparsity", a->sparsity, "Unstructured sparsity in [0, 1)")
-                 ->check(real_range(0, 1, /*hi_open=*/true));
-  auto* pt = cmd->add_option("--pattern", a->pattern, "N:M sparsity, e.g. 2:4")->check(pattern_text());
+  auto* sp = cmd->add_option("--sparsity", a->sparsity, "Unstructured sparsity: the fraction of zeros, in [0, 1)")
+                 ->check(sparsity_fraction());
+  auto* pt = cmd->add_option("--pattern", a->pattern, "N:M sparsity, e.g. 2:4 (unstructured: --sparsity)")
+                 ->check(n_m_text());
   sp->excludes(pt);
   // The recipe's scalar knobs, from their table: each flag writes a->flags, whose fields start at the recipe's
   // defaults, so --help shows them as they are.
@@ -86,7 +82,7 @@ void add_prune_command(CLI::App& app, Runner& runner) {
     CLI::Option* o =
         std::visit([&](auto field) { return cmd->add_option(k.flag, a->flags.*field, k.help); }, k.field);
     o->capture_default_str();
-    if (!k.choices.empty()) o->check(CLI::IsMember(k.choices));
+    if (!k.choices.empty()) o->check(one_of(k.choices));
     if (k.problem != nullptr) o->check(known_name(k.problem, "NAME"));
     if (k.min) o->check(k.zero_means_default ? zero_or_at_least(*k.min) : int_at_least(*k.min));
     if (std::holds_alternative<uint64_t pipeline::Recipe::*>(k.field)) o->check(uint64_text());
@@ -97,7 +93,10 @@ void add_prune_command(CLI::App& app, Runner& runner) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--eval", a->eval, "Datasets and zero-shot tasks to evaluate after pruning, e.g. wikitext2,ptb,piqa")
       ->check(non_empty_list());
-  cmd->add_option("--data-dir", a->data_dir, "Data directory (default $ALPS_DATA_DIR, else ../shared/data)");
+  cmd->add_flag("--eval-dense", a->eval_dense,
+                "Evaluate the input model too, as --eval evaluates the pruned one, and show both side by side (kept in "
+                "the cache directory, $ALPS_CACHE_DIR or ~/.cache/alps, for later runs)");
+  cmd->add_option("--data-dir", a->data_dir, data_dir_flag_help());
   auto* ow = cmd->add_flag("--overwrite", a->overwrite,
                            "Replace an existing alps output directory (kept until the new one is complete)");
   cmd->add_flag("--resume", a->resume, "Continue the interrupted run in --out (starts afresh if it saved nothing)")

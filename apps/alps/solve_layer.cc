@@ -47,7 +47,7 @@ int run_solve_layer(const SolveLayerArgs& a) {
   const prune::Solution& sol = res.solution;
   const at::Tensor& W = res.W;
   const double seconds = res.seconds;
-  const double err = res.rel_error;
+  const double err = *res.rel_error;
 
   nlohmann::json doc = {{"problem", a.problem},
                         {"rows", problem.rows()},
@@ -95,15 +95,15 @@ void add_solve_layer_command(CLI::App& app, Runner& runner) {
       ->required();
   cmd->add_option("--method", args->method, "Pruning method")
       ->required()
-      ->check(CLI::IsMember(prune::method_names()));
-  auto* s = cmd->add_option("--sparsity", args->sparsity, "Unstructured sparsity in [0, 1)")
-                ->check(real_range(0, 1, /*hi_open=*/true));
+      ->check(one_of(prune::method_names()));
+  auto* s = cmd->add_option("--sparsity", args->sparsity, "Unstructured sparsity: the fraction of zeros, in [0, 1)")
+                ->check(sparsity_fraction());
   auto* p = cmd->add_option("--pattern", args->pattern, "N:M pattern, e.g. 2:4 (keep N of every M, 1 <= N <= M)")
-                ->check(pattern_text());
+                ->check(n_m_text());
   s->excludes(p);
   cmd->add_option("--refine", args->refine, "Refit on the support: none, pcg or exact")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "pcg", "exact"}));
+      ->check(one_of(prune::refine_names()));
   cmd->add_option("--refine-iterations", args->refine_iterations, "PCG iterations for --refine pcg")
       ->capture_default_str()
       ->check(int_at_least(0));

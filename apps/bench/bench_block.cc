@@ -181,10 +181,11 @@ int main(int argc, char** argv) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     for (const auto& [name, schedule] : {std::pair{"batched", alps::model::AttentionSchedule::batched},
                                          std::pair{"tiled", alps::model::AttentionSchedule::tiled}}) {
-      (void)alps::model::causal_attention(q, k, v, scale, 0, 0, 0, {}, 0, schedule);
-      const double best = best_seconds(repeat, [&] {
-        (void)alps::model::causal_attention(q, k, v, scale, 0, 0, 0, {}, 0, schedule);
-      });
+      alps::model::AttentionOptions options;
+      options.scale = scale;
+      options.schedule = schedule;
+      (void)alps::model::causal_attention(q, k, v, options);
+      const double best = best_seconds(repeat, [&] { (void)alps::model::causal_attention(q, k, v, options); });
       std::printf("| %s | %.3f | %.1f | %.2f |\n", name, best, attention / best / 1e9, attention / best / rate);
     }
     return 0;

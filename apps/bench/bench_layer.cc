@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
             alps::prune::LayerResult r = run_one(problem, pattern, label, a.alps_options);
             if (rep == 0 || r.seconds + r.refine_seconds < best.seconds + best.refine_seconds) best = r;
           }
-          const double rel_error = best.rel_error_refined.value_or(best.rel_error);  // of the final weights
+          const double rel_error = best.rel_error_refined.value_or(*best.rel_error);  // of the final weights
           std::printf("| %s | %s | %s | %.4e | %.3f | %.3f | %s |\n", shape.c_str(), pattern.str().c_str(),
                       label.c_str(), rel_error, best.seconds, best.refine_seconds,
                       alps::prune::stats_text(best.solution.stats).c_str());

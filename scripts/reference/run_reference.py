@@ -3,9 +3,11 @@
 with timers, so that `alps prune` can be compared with it on the same model and the same calibration windows.
 
 No code of those repositories is in this repository. This driver takes a checkout of theirs (a work tree, a plain
-directory, or a bare git directory such as the one `fetch` leaves under /work/.mirror/OWNER+NAME/repo, which it
-exports to a temporary directory) and imports their modules from it, changing at run time only what keeps them from
-running here:
+directory, or a bare git directory such as `git clone --bare` makes, which it exports to a temporary directory),
+records its commit in the JSON, and imports their modules from it, changing at run time only what keeps them from
+running here. The runs recorded in docs/benchmarks.md used github.com/mazumder-lab/ALPS at commit
+8af9e6b5c8b1b06a028bde6065e5c38829df3a19 and github.com/IST-DASLab/sparsegpt at commit
+147d2159dc4f3e9f73e47b32c04d7b3708f44436; what is said below of "their" code is said of those commits.
 
   * device: every string literal 'cuda:0' / "cuda" in their modules becomes 'cpu' while the source is compiled (an
     import hook; the files on disk are not touched); torch.cuda.synchronize and empty_cache become no-ops. Their

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "alps/core/paths.h"
 #include "alps/source_revision.h"  // generated at build time (cmake/source_revision.cmake)
 
 #ifndef ALPS_VERSION
@@ -54,6 +55,9 @@ BuildInfo build_info() {
   if (at::hasMKL()) info.blas += std::string(info.blas.empty() ? "" : ", ") + "MKL inside libtorch (ATen's products)";
   if (info.blas.empty()) info.blas = "none loaded as a shared library (statically linked inside libtorch)";
   info.threads = thread_settings();
+  const DataDir data = find_data_dir();
+  info.data_dir = data.path.string();
+  info.data_dir_origin = data.origin;
   return info;
 }
 
@@ -65,7 +69,8 @@ std::string build_info_text(const BuildInfo& info) {
      << "cuda devices: "
      << (info.cuda_available ? std::to_string(info.cuda_devices) + " visible" : "none visible") << "\n"
      << "blas: " << info.blas << "\n"
-     << "threads: " << thread_settings_text(info.threads) << "\n";
+     << "threads: " << thread_settings_text(info.threads) << "\n"
+     << "data directory: " << info.data_dir << " (" << info.data_dir_origin << ")\n";
   return os.str();
 }
 

@@ -22,11 +22,16 @@ bool fault_enabled(std::string_view name) {
 
 void crash_point(std::string_view name) {
   if (std::getenv("ALPS_TEST_FAULT") == nullptr) return;
-  // "crash:NAME" fires the first time the point is reached, "crash:NAME@K" the K-th time.
+  // "crash:NAME" fires the first time the point is reached, "crash:NAME@K" the K-th time; "interrupt:NAME[@K]"
+  // raises SIGINT there instead, as Ctrl-C would.
   static std::map<std::string, int, std::less<>> reached;
   const int k = ++reached[std::string(name)];
-  const std::string point = "crash:" + std::string(name);
-  if ((k == 1 && fault_enabled(point)) || fault_enabled(point + "@" + std::to_string(k))) std::raise(SIGKILL);
+  auto fires = [&](const char* kind) {
+    const std::string point = kind + std::string(name);
+    return (k == 1 && fault_enabled(point)) || fault_enabled(point + "@" + std::to_string(k));
+  };
+  if (fires("crash:")) std::raise(SIGKILL);
+  if (fires("interrupt:")) std::raise(SIGINT);
 }
 
 }  // namespace alps

@@ -4,6 +4,7 @@
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
+#include "alps/core/suggest.h"
 #include "alps/io/text_files.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -13,37 +14,55 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path require_file(const fs::path& path, const std::string& what) {
-  require_regular_file(path, what + ": file");
-  return path;
-}
+// The named datasets, where they lie under the data directory's text/, and how their text is read. C4's validation
+// shard is found as .json or .json.gz.
+struct NamedDataset {
+  const char* name;
+  const char* file;
+  DatasetKind kind;
+};
+constexpr NamedDataset kNamed[] = {
+    {"wikitext2", "wikitext2/wikitext-2-raw-v1.test.hf_joined.txt", DatasetKind::kText},
+    {"ptb", "ptb/ptb.test.txt", DatasetKind::kJoinedLines},
+    {"c4", "c4/c4-validation.00000-of-00008.json", DatasetKind::kC4},
+    {"tinystories", "tinystories/tinystories.valid.txt", DatasetKind::kText},
+};
 
 }  // namespace
 
+std::vector<std::string> dataset_names() {
+  std::vector<std::string> names;
+  for (const NamedDataset& d : kNamed) names.emplace_back(d.name);
+  return names;
+}
+
 Dataset resolve_dataset(const std::string& spec, const fs::path& data_dir) {
-  ALPS_CHECK(!spec.empty(), "empty dataset name");
-  const fs::path text = data_dir / "text";
-  if (spec == "wikitext2")
-    return {spec, require_file(text / "wikitext2" / "wikitext-2-raw-v1.test.hf_joined.txt", "dataset wikitext2"),
-            DatasetKind::kText};
-  if (spec == "ptb")
-    return {spec, require_file(text / "ptb" / "ptb.test.txt", "dataset ptb"), DatasetKind::kJoinedLines};
-  if (spec == "tinystories")
-    return {spec, require_file(text / "tinystories" / "tinystories.valid.txt", "dataset tinystories"),
-            DatasetKind::kText};
-  if (spec == "c4") {
-    const fs::path base = text / "c4" / "c4-validation.00000-of-00008.json";
-    for (const fs::path& p : {base, fs::path(base.string() + ".gz")})
-      if (fs::is_regular_file(p)) return {spec, p, DatasetKind::kC4};
-    ALPS_FAIL("dataset c4: the C4 validation shard is missing: expected ", base.string(), " or ", base.string(),
-              ".gz (allenai/c4 en/c4-validation.00000-of-00008.json.gz); or pass c4=PATH to a jsonl file with the "
-              "same documents");
+  ALPS_USAGE_CHECK(!spec.empty(), "empty dataset name");
+  for (const NamedDataset& d : kNamed) {
+    if (spec != d.name) continue;
+    const fs::path path = data_dir / "text" / d.file;
+    if (d.kind == DatasetKind::kC4) {
+      for (const fs::path& p : {path, fs::path(path.string() + ".gz")})
+        if (fs::is_regular_file(p)) return {spec, p, d.kind};
+      ALPS_FAIL("dataset c4: the C4 validation shard is missing: expected ", path.string(), " or ", path.string(),
+                ".gz (allenai/c4 en/c4-validation.00000-of-00008.json.gz); or pass c4=PATH to a jsonl file with the "
+                "same documents", data_dir_hint(data_dir));
+    }
+    ALPS_CHECK(fs::exists(path), "dataset ", spec, ": file ", path.string(), " does not exist",
+               data_dir_hint(data_dir));
+    require_regular_file(path, "dataset " + spec + ": file");
+    return {spec, path, d.kind};
   }
-  if (spec.rfind("c4=", 0) == 0) return {"c4", require_file(spec.substr(3), "dataset c4"), DatasetKind::kC4};
+  if (spec.rfind("c4=", 0) == 0) {
+    require_regular_file(spec.substr(3), "dataset c4: file");
+    return {"c4", spec.substr(3), DatasetKind::kC4};
+  }
   const fs::path path(spec);
   ALPS_CHECK(!fs::is_directory(path), "dataset ", spec, " is a directory, expected a file");
-  ALPS_CHECK(fs::is_regular_file(path), "unknown dataset '", spec,
-             "': not one of wikitext2, ptb, c4, tinystories, and no such file");
+  std::string known;
+  for (const auto& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
+  ALPS_USAGE_CHECK(fs::is_regular_file(path), "unknown dataset '", spec, "': not one of ", known,
+                   ", and no such file", did_you_mean(spec, dataset_names()));
   return {spec, path, io::is_json_records_name(path) ? DatasetKind::kJsonl : DatasetKind::kText};
 }
 

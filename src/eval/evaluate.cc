@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
+#include "alps/core/suggest.h"
 #include "alps/model/causal_lm.h"
 #include "alps/tokenizer/tokenizer.h"
 
@@ -78,8 +79,14 @@ EvalPlan plan_evaluation(const std::vector<std::string>& specs, const std::files
     else
       try {
         add_dataset(plan, resolve_dataset(s, data_dir));
-      } catch (const Error& e) {
-        ALPS_FAIL(e.what(), "; nor a zero-shot task (", task_names(), ")");
+      } catch (const UsageError&) {
+        // Neither a dataset's name, nor a file, nor a task: one error, with suggestions from both lists.
+        std::vector<std::string> names = dataset_names();
+        std::string datasets;
+        for (const auto& n : names) datasets += n + ", ";
+        for (const TaskSpec& t : task_registry()) names.push_back(t.name);
+        ALPS_USAGE_FAIL("unknown dataset '", s, "': not one of ", datasets, "and no such file; nor a zero-shot task (",
+                        task_names(), ")", did_you_mean(s, names));
       }
   }
   if (!tasks.empty()) plan.tasks = resolve_tasks(tasks, data_dir / "eval");

@@ -46,6 +46,12 @@ bool fingerprinted(const fs::path& p) {
 
 }  // namespace
 
+std::string fingerprint_text(std::string_view text) {
+  Fnv1a64 h;
+  h.update(text.data(), text.size());
+  return h.hex();
+}
+
 json fingerprint_file(const fs::path& file, bool header_only) {
   struct stat st{};
   ALPS_CHECK(::stat(file.c_str(), &st) == 0, "cannot stat ", file.string(), ": ", std::strerror(errno));

@@ -18,7 +18,10 @@ namespace alps::io {
 
 namespace {
 
-// The reference implementation refuses headers above 100 MB; a larger one is a corrupt length field.
+// "The reference" in this file is huggingface/safetensors's Rust reader and writer (safetensors/src/tensor.rs). The
+// version compared was not recorded; the behaviours named here are those of its release v0.7.0 (commit
+// fa27fa835a466cb50d07696ec20b94f46aed0e31). The reference implementation refuses headers above 100 MB; a larger one
+// is a corrupt length field.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct DTypeName {

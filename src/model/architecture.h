@@ -86,13 +86,8 @@ struct ArchitectureEntry {
 const ArchitectureEntry* find_architecture(const std::string& name);
 const ArchitectureEntry* find_model_type(const std::string& model_type);
 
-// Forwards (one per family) and config readers (one per architecture).
-std::unique_ptr<Architecture> make_llama(const ModelConfig& config);
-std::unique_ptr<Architecture> make_opt(const ModelConfig& config);
-void read_llama_config(const ConfigReader& r, ModelConfig& c);
-void read_opt_config(const ConfigReader& r, ModelConfig& c);
-void read_mistral_config(const ConfigReader& r, ModelConfig& c);
-void read_qwen2_config(const ConfigReader& r, ModelConfig& c);
+// The forwards (one per family) and config readers (one per architecture) are declared beside the table that names
+// them (architectures.cc), their only caller.
 /// What every LLaMA-style config shares (sizes, GQA, head_dim, RMSNorm eps, SwiGLU, RoPE and its scaling, tied
 /// head); `defaults` are the architecture's config-class defaults for fields config.json may omit.
 struct LlamaDefaults {
@@ -114,19 +109,29 @@ enum class AttentionSchedule { automatic, batched, tiled };
 /// so that on the CPU the buffer is reused instead of being mapped and page-faulted afresh for every step.
 inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;
 
+/// What causal_attention computes beyond q, k and v, and how it cuts the work.
+struct AttentionOptions {
+  double scale = 1;     ///< multiplies q k^T
+  int64_t window = 0;   ///< > 0: query i sees keys i - window + 1 .. i only (sliding-window attention)
+  int64_t past = 0;     ///< cached positions before the first query
+  /// [B, T, past + T] bool keys hidden from each query (undefined: none); the window counts slots, so it cannot be
+  /// combined with hidden keys inside it.
+  at::Tensor hidden_keys;
+  /// Host [B, T] int64: the first key each query may see (undefined: key 0); a step computes no key before the first
+  /// of its queries'.
+  at::Tensor first_keys;
+  int64_t chunk = 0;       ///< query rows per step (0: sized from the problem)
+  int64_t max_scores = 0;  ///< scores one step holds at most, in elements (0: the schedule's default)
+  AttentionSchedule schedule = AttentionSchedule::automatic;
+};
+/// The options of a forward placed at `at` (its past, hidden and first keys), with `scale` and `window`.
+AttentionOptions attention_at(const Placement& at, double scale, int64_t window = 0);
+
 /// Causal multi-head attention. q [B, H, T, D] holds positions past .. past + T - 1; k and v [B, KV, past + T, D]
-/// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)); `scale`
-/// multiplies q k^T. Returns [B, T, H * D]. Queries are processed `chunk` rows at a time (0: sized from the
-/// problem), each step's scores under `max_scores` elements (0: the schedule's default), without copying K or V.
-/// With `window` > 0, query i sees keys i - window + 1 .. i only (sliding-window attention). `hidden` (may be
-/// undefined) hides keys from each query: [B, T, past + T] bool; the window counts slots, so it cannot be combined
-/// with hidden keys inside it. `first_keys` (host [B, T] int64, may be undefined):
-/// the first key each query may see; a step computes no key before the first of its queries'.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            int64_t chunk = 0, int64_t window = 0, int64_t past = 0,
-                            const at::Tensor& hidden = {}, int64_t max_scores = 0,
-                            AttentionSchedule schedule = AttentionSchedule::automatic,
-                            const at::Tensor& first_keys = {});
+/// hold positions 0 .. past + T - 1, with H a multiple of KV (query head h reads KV head h / (H / KV)). Returns
+/// [B, T, H * D], computed without copying K or V.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const AttentionOptions& options);
 /// Appends a block's new keys and values [B, KV, T, D] to `cache` (when given) and returns all of them.
 std::pair<at::Tensor, at::Tensor> extend_cache(BlockCache* cache, at::Tensor keys, at::Tensor values);
 /// x W^T + b (b may be undefined).

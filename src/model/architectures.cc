@@ -1,10 +1,19 @@
 // The supported architectures: the only list. A new architecture is a file with its config reader (and, for a new
-// family, its forward) plus one row here.
+// family, its forward) plus one row here, with the declarations of what the row names beside it.
 #include <string>
 
 #include "model/architecture.h"
 
 namespace alps::model {
+
+// Forwards, one per family (llama.cc, opt.cc).
+std::unique_ptr<Architecture> make_llama(const ModelConfig& config);
+std::unique_ptr<Architecture> make_opt(const ModelConfig& config);
+// Config readers, one per architecture (the file of the same name).
+void read_llama_config(const ConfigReader& r, ModelConfig& c);
+void read_opt_config(const ConfigReader& r, ModelConfig& c);
+void read_mistral_config(const ConfigReader& r, ModelConfig& c);
+void read_qwen2_config(const ConfigReader& r, ModelConfig& c);
 
 namespace {
 

@@ -214,10 +214,24 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
 
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk,
-                            int64_t window, int64_t past, const at::Tensor& hidden, int64_t max_scores,
-                            AttentionSchedule schedule, const at::Tensor& first_keys) {
+AttentionOptions attention_at(const Placement& at, double scale, int64_t window) {
+  AttentionOptions o;
+  o.scale = scale;
+  o.window = window;
+  o.past = at.past;
+  o.hidden_keys = at.hidden_keys;
+  o.first_keys = at.first_keys;
+  return o;
+}
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const AttentionOptions& options) {
   RECORD_USER_SCOPE("alps::causal_attention");
+  const at::Tensor& hidden = options.hidden_keys;
+  const at::Tensor& first_keys = options.first_keys;
+  const int64_t past = options.past, chunk = options.chunk, max_scores = options.max_scores;
+  int64_t window = options.window;
+  AttentionSchedule schedule = options.schedule;
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), KV = k.size(1), S = k.size(2);
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
   ALPS_CHECK(!hidden.defined() || window == 0 || S <= window,
@@ -235,7 +249,7 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
   // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V. The scale goes
   // on the queries (T x D products) rather than on the scores (T x S).
-  const at::Tensor q5 = (q * scale).view({B, KV, rep, T, D});
+  const at::Tensor q5 = (q * options.scale).view({B, KV, rep, T, D});
   // The output is written in place as [B, T, H, D], the layout the output projection reads.
   at::Tensor out = at::empty({B, T, KV, rep, D}, q.options());
   const at::Tensor out5 = out.permute({0, 2, 3, 1, 4});

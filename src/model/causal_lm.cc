@@ -136,6 +136,11 @@ void CausalLM::load_all() {
   for (int64_t i = 0; i < num_blocks(); ++i) load_block(i);
 }
 
+void CausalLM::unload_all() {
+  unload_non_block();
+  for (int64_t i = 0; i < num_blocks(); ++i) unload_block(i);
+}
+
 void CausalLM::load_non_block() {
   for (const std::string& name : state_->arch->non_block_tensors())
     if (state_->stored.host.count(name)) state_->make_resident(name);
@@ -247,12 +252,6 @@ at::Tensor CausalLM::packed_hidden_states(const at::Tensor& ids, const at::Tenso
 at::Tensor CausalLM::forward(const at::Tensor& ids, KVCache* cache, bool last_only) const {
   const at::Tensor h = hidden_states(ids, cache);
   return head(last_only ? h.narrow(1, h.size(1) - 1, 1) : h);
-}
-
-std::vector<std::string> CausalLM::tensor_names() const {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : state_->stored.host) names.push_back(name);
-  return names;
 }
 
 at::Tensor CausalLM::tensor(const std::string& name) const {

@@ -1,5 +1,6 @@
 #include "alps/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -91,6 +92,8 @@ void read_sizes(const ConfigReader& r, const char* intermediate_key, int64_t def
 int64_t ModelConfig::max_sequence_length() const {
   return rope_scaling && rope_scaling->type == "dynamic" ? std::numeric_limits<int64_t>::max() : max_positions;
 }
+
+int64_t ModelConfig::default_window() const { return std::min(kProtocolWindow, max_positions); }
 
 int64_t ModelConfig::window_of_layer(int64_t i) const {
   return i >= 0 && i < static_cast<int64_t>(sliding_window.size()) ? sliding_window[static_cast<size_t>(i)] : 0;

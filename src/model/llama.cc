@@ -145,9 +145,8 @@ class Llama final : public Architecture {
     q = apply_rotary(q, cos, sin);
     k = apply_rotary(k, cos, sin);
     std::tie(k, v) = extend_cache(cache, k, v.contiguous());
-    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0,
-                                    at.packed ? 0 : c_.window_of_layer(i), at.past, at.hidden_keys, 0,
-                                    AttentionSchedule::automatic, at.first_keys);
+    at::Tensor a = causal_attention(
+        q, k, v, attention_at(at, 1.0 / std::sqrt(static_cast<double>(D)), at.packed ? 0 : c_.window_of_layer(i)));
     at::Tensor out = x + lin("self_attn.o_proj", a, c_.attention_bias);
 
     h = rms_norm(out, w(p + "post_attention_layernorm.weight"), c_.norm_eps);

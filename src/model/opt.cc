@@ -101,8 +101,7 @@ class Opt final : public Architecture {
     at::Tensor k = lin("self_attn.k_proj", h).view({B, T, H, D}).transpose(1, 2);
     at::Tensor v = lin("self_attn.v_proj", h).view({B, T, H, D}).transpose(1, 2);
     std::tie(k, v) = extend_cache(cache, k, v);
-    at::Tensor a = causal_attention(q, k, v, 1.0 / std::sqrt(static_cast<double>(D)), 0, 0, at.past, at.hidden_keys,
-                                    0, AttentionSchedule::automatic, at.first_keys);
+    at::Tensor a = causal_attention(q, k, v, attention_at(at, 1.0 / std::sqrt(static_cast<double>(D))));
     at::Tensor out = x + lin("self_attn.out_proj", a);
     if (!c_.do_layer_norm_before) out = norm("self_attn_layer_norm", out);
 

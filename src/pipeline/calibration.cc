@@ -38,8 +38,8 @@ fs::path resolve_calibration_source(const std::string& source, const fs::path& d
     if (fs::is_regular_file(c)) return c;
     looked += " " + c.string();
   }
-  ALPS_FAIL("calibration source c4: none of these files exists:", looked,
-            " (set --data-dir / ALPS_DATA_DIR, or pass --calib FILE)");
+  ALPS_FAIL("calibration source c4: none of these files exists:", looked, data_dir_hint(data_dir),
+            "; or pass --calib FILE");
 }
 
 at::Tensor sample_windows(const std::vector<std::string>& documents, const tokenizer::Tokenizer& tokenizer,
@@ -47,6 +47,8 @@ at::Tensor sample_windows(const std::vector<std::string>& documents, const token
   ALPS_CHECK(options.nsamples > 0 && options.seqlen > 1, "calibration needs nsamples > 0 and seqlen > 1, got ",
              options.nsamples, " and ", options.seqlen);
   ALPS_CHECK(!documents.empty(), "calibration source ", options.source, " has no documents");
+  // "The reference" in this file: get_c4 / get_wikitext2 / get_ptb in datautils.py of IST-DASLab/sparsegpt at commit
+  // 147d215 (mazumder-lab/ALPS at commit 8af9e6b samples the same way).
   // Tokenise lazily, once per document: the reference re-tokenises on every draw, which gives the same ids.
   std::unordered_map<int64_t, std::vector<int64_t>> cache;
   auto ids_of = [&](int64_t doc) -> const std::vector<int64_t>& {

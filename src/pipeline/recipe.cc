@@ -7,6 +7,7 @@
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
+#include "alps/core/suggest.h"
 #include "alps/io/json_fields.h"
 #include "alps/io/text_files.h"
 #include "alps/prune/method.h"
@@ -25,9 +26,8 @@ std::string join(const std::vector<std::string>& xs) {
   return out;
 }
 
-// "sparsity": 0.7 and "pattern": "2:4" are both accepted; the pattern is kept as prune::Pattern writes it, so that
-// "0.50" and 0.5 are one recipe (a resumed run compares the text).
-std::optional<std::string> pattern_of(io::JsonFields& f, const std::string& where) {
+// "sparsity": 0.7 and "pattern": "2:4" are both accepted (and "pattern": "0.7", as older recipes write it).
+std::optional<prune::Pattern> pattern_of(io::JsonFields& f, const std::string& where) {
   const json* sparsity = f.get("sparsity");
   const json* pattern = f.get("pattern");
   ALPS_CHECK(!(sparsity && pattern), where, ": give either \"sparsity\" or \"pattern\", not both");
@@ -42,17 +42,25 @@ std::optional<std::string> pattern_of(io::JsonFields& f, const std::string& wher
     return std::nullopt;
   }
   try {
-    return prune::Pattern::parse(text).str();
+    return prune::Pattern::parse(text);
   } catch (const Error& e) {
     ALPS_USAGE_FAIL(where, ": \"", sparsity ? "sparsity" : "pattern", "\": ", e.what());
   }
+}
+
+// Method constants are the named method's: naming another drops them.
+void switch_method(std::string& method, json& options, const std::string& to) {
+  if (to == method) return;
+  method = to;
+  options = json::object();  // another method's constants would be unknown keys
 }
 
 // A string knob of a layer rule that names one of `choices` (a method, a refine step).
 void check_choice(const std::optional<std::string>& value, const std::vector<std::string>& choices,
                   const std::string& where, const char* key) {
   ALPS_USAGE_CHECK(!value || std::find(choices.begin(), choices.end(), *value) != choices.end(), where, ": \"", key,
-                   "\" must be one of ", join(choices), ", got '", value.value_or(""), "'");
+                   "\" must be one of ", join(choices), ", got '", value.value_or(""), "'",
+                   did_you_mean(value.value_or(""), choices));
 }
 
 // The method options stay JSON here; the method checks them when it is built.
@@ -85,7 +93,8 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"source", true, "--calib", "Calibration text: c4 (data dir) or a .txt / .jsonl[.gz] file",
                  &Recipe::calib});
     k.push_back({"nsamples", true, "--nsamples", "Calibration windows", &Recipe::nsamples, {}, 1});
-    k.push_back({"seqlen", true, "--seqlen", "Tokens per calibration window", &Recipe::seqlen, {}, 2});
+    k.push_back({"seqlen", true, "--seqlen", "Tokens per calibration window (0: min(2048, the model's positions))",
+                 &Recipe::seqlen, {}, 2, true});
     k.push_back({"seed", true, "--seed", "Calibration sampling seed", &Recipe::seed});
     k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device, {},
                  std::nullopt, false, device_name_problem});
@@ -106,6 +115,8 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Perplexity of --eval over at most N windows per dataset (0: all)", &Recipe::eval_max_windows, {}, 0});
     k.push_back({"eval_limit", false, "--eval-limit", "Zero-shot tasks of --eval over their first N documents (0: all)",
                  &Recipe::eval_limit, {}, 0});
+    for (const char* key : {"device", "batch_size", "stats_device", "eval_seqlen", "eval_max_windows", "eval_limit"})
+      std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->affects_result = false;
     return k;
   }();
   return knobs;
@@ -120,7 +131,8 @@ void check_recipe(const Recipe& r, const std::string& origin) {
           ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\": ", k.problem(value));
         if (k.choices.empty()) return;
         ALPS_USAGE_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
-                         k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'");
+                         k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'",
+                         did_you_mean(value, k.choices));
       } else if constexpr (std::is_signed_v<T>) {
         if (!k.min || value >= *k.min || (k.zero_means_default && value == 0)) return;
         ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\" must be ", k.zero_means_default ? "0 (the default) or " : "",
@@ -201,17 +213,26 @@ json recipe_to_json(const Recipe& r) {
     json x = {{"match", o.match}};
     if (o.skip) x["skip"] = *o.skip;
     if (o.method) x["method"] = *o.method;
-    if (o.pattern) x["pattern"] = *o.pattern;
+    if (o.pattern) x["pattern"] = o.pattern->str();
     if (o.refine) x["refine"] = *o.refine;
     if (!o.options.empty()) x["options"] = o.options;
     overrides.push_back(x);
   }
   json out = {{"options", r.options}, {"skip", r.skip},         {"overrides", overrides},
               {"eval", r.eval},       {"calibration", json::object()}};
-  if (!r.pattern.empty()) out["pattern"] = r.pattern;  // none given yet: reading it back gives none
+  // As prune::Pattern writes it, so that 0.50 and 0.5 are one recipe (a resumed run compares them); none given yet:
+  // reading it back gives none.
+  if (r.pattern) out["pattern"] = r.pattern->str();
   for (const RecipeKnob& k : recipe_knobs())
     visit_field(k, r, [&](const auto& value) { (k.calibration ? out["calibration"] : out)[k.key] = value; });
   return out;
+}
+
+void set_method(Recipe& r, const std::string& method) {
+  if (method == r.method) return;
+  for (LayerRule& rule : r.overrides)
+    if (!rule.method) rule.options = json::object();
+  switch_method(r.method, r.options, method);
 }
 
 LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {
@@ -221,10 +242,7 @@ LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {
   for (const auto& o : r.overrides) {
     if (!glob_match(o.match, linear_name)) continue;
     if (o.skip) plan.skip = *o.skip;
-    if (o.method && *o.method != plan.method) {
-      plan.method = *o.method;
-      plan.options = json::object();  // another method's constants would be unknown keys
-    }
+    if (o.method) switch_method(plan.method, plan.options, *o.method);
     if (o.pattern) plan.pattern = *o.pattern;
     if (o.refine) plan.refine = *o.refine;
     plan.options.update(o.options);

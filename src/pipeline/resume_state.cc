@@ -68,6 +68,7 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                                             {"phase_seconds", s.phase_seconds},
                                             {"calibration", s.calibration}}
                                            .dump(1));
+  if (on_saved_) on_saved_(s.next_block);
   crash_point("state-json-saved");
   remove_unreferenced(s.next_block);
 }
@@ -127,6 +128,17 @@ at::Tensor StateDir::load_inputs(const ResumeState& s) const {
 
 namespace {
 
+// How a user gives a recipe field: its flag (with the recipe key, which a --config file uses).
+std::string given_as(const std::string& path) {
+  std::string flag;
+  for (const RecipeKnob& k : recipe_knobs())
+    if (k.path() == path) flag = k.flag;
+  if (path == "pattern") flag = "--sparsity/--pattern";
+  if (path == "skip") flag = "--skip";
+  if (path.rfind("options.", 0) == 0) flag = "--option " + path.substr(8);
+  return flag.empty() ? fmt::format("recipe field \"{}\"", path) : fmt::format("{} (recipe \"{}\")", flag, path);
+}
+
 // Leaf by leaf, so that a nested recipe field is named in full ("calibration.seed").
 void recipe_differences(const json& a, const json& b, const std::string& prefix, std::vector<std::string>& out) {
   if (a.is_object() && b.is_object()) {
@@ -137,8 +149,8 @@ void recipe_differences(const json& a, const json& b, const std::string& prefix,
       recipe_differences(a.contains(k) ? a[k] : json(), b.contains(k) ? b[k] : json(),
                          prefix.empty() ? k : prefix + "." + k, out);
   } else if (a != b) {
-    out.push_back(fmt::format("recipe field \"{}\": the interrupted run used {}, this command gives {}", prefix,
-                              a.dump(), b.dump()));
+    out.push_back(fmt::format("{}: the interrupted run used {}, this command gives {}", given_as(prefix),
+                              a.is_null() ? "none" : a.dump(), b.is_null() ? "none" : b.dump()));
   }
 }
 
@@ -158,6 +170,16 @@ json without_default_options(json recipe) {
 }
 
 }  // namespace
+
+json resume_key(const Recipe& recipe, const fs::path& model_dir, const fs::path& calibration) {
+  json r = recipe_to_json(recipe);
+  for (const RecipeKnob& k : recipe_knobs())
+    if (!k.affects_result) (k.calibration ? r["calibration"] : r).erase(k.key);
+  r.erase("eval");  // evaluated after pruning
+  json calib = {{"source", calibration.string()}};
+  if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
+  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir)}, {"calibration", calib}};
+}
 
 std::vector<std::string> resume_key_differences(const json& saved, const json& now) {
   std::vector<std::string> out;

@@ -13,6 +13,7 @@
 #include "alps/core/device_memory.h"
 #include "alps/core/error.h"
 #include "alps/core/host_allocator.h"
+#include "alps/core/interrupt.h"
 #include "alps/core/log.h"
 #include "alps/eval/datasets.h"
 #include "alps/eval/evaluate.h"
@@ -20,9 +21,13 @@
 #include "alps/io/staged_path.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/calibration.h"
+#include "alps/pipeline/dense_evaluation.h"
 #include "alps/pipeline/layer_stats.h"
+#include "alps/pipeline/memory_estimate.h"
+#include "alps/pipeline/model_card.h"
 #include "alps/pipeline/output_dir.h"
 #include "alps/pipeline/resume_state.h"
+#include "alps/pipeline/run_plan.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -38,174 +43,11 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string strip_weight(const std::string& name) {
-  const std::string suffix = ".weight";
-  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
-             ? name.substr(0, name.size() - suffix.size())
-             : name;
-}
-
-
-int64_t element_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
-
-double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
-
-// Peak resident set size of this process (VmHWM), for reports and benchmarks.
-double peak_rss_gib() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1 << 20);  // kB
-  }
-  return 0;
-}
-
-// Measured peaks next to the estimate printed at the start, so that the estimate can be checked (and trusted).
-void record_peak_memory(report::RunReport& rep, const c10::Device& device) {
-  rep.extra["peak_rss_gib"] = peak_rss_gib();
-  const auto peak = device_peak_bytes(device);
-  if (!peak) return;
-  auto& est = rep.extra["memory_estimate"];
-  est["device_peak_gib_measured"] = gib(*peak);
-  spdlog::info("{} memory: peak {:.2f} GiB allocated by tensors (estimated at most {:.2f} GiB)", device.str(),
-               gib(*peak), est["device_total_gib_at_most"].get<double>());
-}
-
 // How `--eval` scores zero-shot tasks: lm-eval's defaults, the recipe's document limit.
 eval::ZeroShotOptions zeroshot_options(const Recipe& r) {
   eval::ZeroShotOptions z;
   z.limit = r.eval_limit;
   return z;
-}
-
-// Host and device memory the run needs, printed before starting so a user can stop a run that cannot fit.
-json memory_estimate(const model::CausalLM& m, const Recipe& r, c10::ScalarType dtype) {
-  const auto& cfg = m.config();
-  const int64_t act = element_bytes(dtype);
-  // A block's outputs overwrite its inputs batch by batch: one set of activations.
-  int64_t activations = r.nsamples * r.seqlen * cfg.hidden_size * act;
-  // For a GPU they are page-locked, and libtorch's pinned allocator hands out blocks rounded up to a power of two
-  // (5 GiB for a 5120-wide model at 128 x 2048 in fp32 takes 8).
-  if (resolve_device(r.device).is_cuda()) {
-    int64_t block = 1;
-    while (block < activations) block *= 2;
-    activations = block;
-  }
-  int64_t block_weights = 0;
-  int64_t stats = 0;
-  int64_t max_in = 0;
-  for (const auto& linear : m.linear_names()) {
-    const auto w = m.tensor(m.weight_name(0, linear));
-    block_weights += w.numel() * act;
-    stats += w.size(1) * w.size(1) * element_bytes(parse_dtype(r.stats_dtype));
-    max_in = std::max(max_in, w.size(1));
-  }
-  // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates.
-  const int64_t solver = 4 * max_in * max_in * 8;
-  // One batch's activations, and on a GPU the scores of one batched attention step beside them.
-  const int64_t batch = r.batch_size * r.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4 +
-                        (resolve_device(r.device).is_cuda() ? m.attention_scores_bytes(r.batch_size, r.seqlen, dtype)
-                                                            : 0);
-  const int64_t device_stats = r.stats_device == "cpu" ? 0 : stats;
-  // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
-  // at most about one more batch of activations, until the pass ends.
-  const int64_t reuse = resolve_device(r.device).is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
-  return {{"host_activations_gib", gib(activations)},
-          {"host_buffer_reuse_gib_at_most", gib(reuse)},
-          {"device_total_gib_at_most", gib(block_weights + device_stats + solver + batch)},
-          {"device_block_weights_gib", gib(block_weights)},
-          {"device_statistics_gib_at_most", gib(device_stats)},
-          {"host_statistics_gib_at_most", gib(stats - device_stats)},
-          {"device_solver_gib", gib(solver)},
-          {"device_batch_activations_gib", gib(batch)},
-          {"formula",
-           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
-           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
-           "fp64) + batch activations (with one batched attention step's scores)"}};
-}
-
-// What happens to one linear, typed: the recipe's strings parsed and its method built once for the whole run.
-struct LayerJob {
-  std::string weight;  // checkpoint tensor name
-  std::string name;    // without ".weight", what globs match
-  bool skip = false;
-  std::string method;                      // its name, for the report
-  const prune::Method* solver = nullptr;   // owned by the RunPlan
-  std::optional<prune::Pattern> pattern;   // set unless skipped
-  prune::Refine refine = prune::Refine::kNone;
-};
-
-// Every linear's job, built from the recipe before any work: building the plan is the validation, so a bad pattern
-// or option for one layer stops the run at once, naming the layer, instead of hours in.
-class RunPlan {
- public:
-  RunPlan(const model::CausalLM& m, const Recipe& r) {
-    for (int64_t b = 0; b < m.num_blocks(); ++b) {
-      std::vector<LayerJob> jobs;
-      for (const auto& linear : m.linear_names()) jobs.push_back(make_job(m, r, m.weight_name(b, linear)));
-      blocks_.push_back(std::move(jobs));
-    }
-  }
-  const std::vector<LayerJob>& block(int64_t b) const { return blocks_.at(static_cast<size_t>(b)); }
-
- private:
-  LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight) {
-    LayerJob j;
-    j.weight = weight;
-    j.name = strip_weight(weight);
-    const LayerPlan plan = plan_for(r, j.name);
-    j.skip = plan.skip;
-    if (j.skip) return j;
-    try {
-      ALPS_USAGE_CHECK(!plan.pattern.empty(), "no sparsity or pattern given (use --sparsity S or --pattern N:M)");
-      j.pattern = prune::Pattern::parse(plan.pattern);
-      const auto& w = m.tensor(weight);
-      j.pattern->check_shape(w.size(0), w.size(1));
-      j.method = plan.method;
-      j.solver = &method(plan.method, plan.options);
-      j.refine = prune::parse_refine(plan.refine);
-    } catch (const UsageError& e) {
-      ALPS_USAGE_FAIL(j.name, ": ", e.what());
-    } catch (const Error& e) {
-      ALPS_FAIL(j.name, ": ", e.what());
-    }
-    return j;
-  }
-
-  // Methods are built once per (name, options): ALPS and DSnoT carry configuration only, no per-layer state.
-  const prune::Method& method(const std::string& name, const json& options) {
-    const std::string key = name + options.dump();
-    auto it = methods_.find(key);
-    if (it == methods_.end()) it = methods_.emplace(key, prune::make_method(name, options)).first;
-    return *it->second;
-  }
-
-  std::map<std::string, std::unique_ptr<prune::Method>> methods_;
-  std::vector<std::vector<LayerJob>> blocks_;
-};
-
-// Globs that match no linear are almost always typos ("mlp.down" for "mlp.down_proj"): the user meant to keep
-// something dense or to treat it differently, and the run would silently do neither.
-void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
-  std::vector<std::string> names;
-  for (int64_t b = 0; b < m.num_blocks(); ++b)
-    for (const auto& linear : m.linear_names()) names.push_back(strip_weight(m.weight_name(b, linear)));
-  auto unmatched = [&names](const std::string& glob) {
-    return std::none_of(names.begin(), names.end(), [&glob](const std::string& n) { return glob_match(glob, n); });
-  };
-  for (const auto& g : r.skip)
-    if (unmatched(g))
-      spdlog::warn("skip glob '{}' matches no linear layer of this model (they are named like '{}'): nothing is left "
-                   "dense because of it", g, names.front());
-  for (const auto& rule : r.overrides)
-    if (unmatched(rule.match))
-      spdlog::warn("override match '{}' matches no linear layer of this model (they are named like '{}'): it changes "
-                   "nothing", rule.match, names.front());
-}
-
-
-// The window of the evaluation after pruning: --eval-seqlen, else min(2048, the model's positions).
-int64_t evaluation_seqlen(const Recipe& r, const model::CausalLM& m) {
-  return r.eval_seqlen > 0 ? r.eval_seqlen : std::min<int64_t>(2048, m.config().max_positions);
 }
 
 OutputRequest output_request(const PruneJob& job) {
@@ -217,83 +59,54 @@ OutputRequest output_request(const PruneJob& job) {
 std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m,
                                        const tokenizer::Tokenizer& tok) {
   const Recipe& r = job.recipe;
-  check_recipe(r, "recipe");
   ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
-  const auto dtype = parse_dtype(r.dtype);
-  const auto device = resolve_device(r.device);
-  ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "compute dtype ", r.dtype,
-             " needs a CUDA device; use fp32 on the CPU");
-  check_output_request(output_request(job));
-  ALPS_CHECK(r.seqlen <= m.config().max_sequence_length(), "seqlen ", r.seqlen, " exceeds the model's ",
-             m.config().max_positions, " positions");
+  ALPS_USAGE_CHECK(!job.eval_dense || !r.eval.empty(), "--eval-dense evaluates the input model on the datasets and "
+                   "tasks of --eval: give --eval too");
   auto plan = std::make_unique<RunPlan>(m, r);
+  check_output_request(output_request(job));
   warn_unmatched_globs(m, r);
   // A resumed run finds the problem files its interrupted run wrote (and writes those of a block it redoes again).
-  if (!job.dump_problems.empty() && fs::exists(job.dump_problems) && !job.resume) {
-    // Problem files are written as blocks finish: a clash found hours in would either stop the run or lose a file.
-    for (int64_t b = 0; b < m.num_blocks(); ++b)
-      for (const auto& j : plan->block(b))
-        ALPS_CHECK(j.skip || !fs::exists(job.dump_problems / (j.name + ".safetensors")), "--dump-problems ",
-                   job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
+  if (!job.dump_problems.empty()) {
+    ALPS_USAGE_CHECK(plan->needs_calibration, "--dump-problems writes layer problems (G, mean, tokens), which need "
+                     "calibration data; no method of this run reads any");
+    if (fs::exists(job.dump_problems) && !job.resume) {
+      // Problem files are written as blocks finish: a clash found hours in would either stop the run or lose a file.
+      for (int64_t b = 0; b < m.num_blocks(); ++b)
+        for (const auto& j : plan->block(b))
+          ALPS_CHECK(j.skip || !fs::exists(job.dump_problems / (j.name + ".safetensors")), "--dump-problems ",
+                     job.dump_problems.string(), " already holds ", j.name,
+                     ".safetensors; choose an empty directory");
+    }
   }
-  if (!job.resume) resolve_calibration_source(r.calib, job.data_dir);
-  ALPS_CHECK(r.eval_seqlen <= m.config().max_sequence_length(), "evaluation seqlen ", r.eval_seqlen,
-             " exceeds the model's ", m.config().max_positions, " positions");
+  if (!job.resume && plan->needs_calibration) resolve_calibration_source(r.calib, job.data_dir);
+  if (!plan->needs_calibration && r.calib != Recipe{}.calib)
+    spdlog::warn("--calib {} is not read: no method of this run reads calibration data", r.calib);
   // A text too short for one evaluation window, or a bad row of a task file, would stop the run after its pruning.
   // Read and tokenised again then (seconds, against the pruning's minutes to hours).
-  (void)eval::prepare_evaluation(m, tok, eval::plan_evaluation(r.eval, job.data_dir), evaluation_seqlen(r, m),
+  (void)eval::prepare_evaluation(m, tok, eval::plan_evaluation(r.eval, job.data_dir), plan->eval_seqlen,
                                  zeroshot_options(r));
   return plan;
-}
-
-// What must be the same for a continuation to equal an uninterrupted run: the recipe (evaluation aside, which
-// happens after pruning), the model files and the calibration text. `calibration` is the resolved source, or
-// empty when it cannot be found any more (a resume then trusts the saved inputs).
-json resume_key(const PruneJob& job, const fs::path& calibration) {
-  json r = recipe_to_json(job.recipe);
-  // Where and in what batches the passes run changes rounding, not the problem: a run stopped on one GPU (or out of
-  // its memory) continues on another device or with smaller batches.
-  for (const char* k : {"device", "batch_size", "stats_device"}) r.erase(k);
-  r.erase("eval");
-  r.erase("eval_seqlen");
-  r.erase("eval_max_windows");
-  r.erase("eval_limit");
-  json calib = {{"source", calibration.string()}};
-  if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
-  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(job.model_dir)}, {"calibration", calib}};
 }
 
 // The model, its inputs and the report as blocks are pruned one after another.
 class PruneRun {
  public:
+  /// `job.recipe` is the resolved one (resolved_recipe).
   PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok, const RunPlan& plan)
-      : job_(job),
-        r_(job.recipe),
-        m_(m),
-        tok_(tok),
-        plan_(plan),
-        device_(resolve_device(r_.device)),
-        dtype_(parse_dtype(r_.dtype)) {
-    m_.set_compute(device_, dtype_);
+      : job_(job), r_(job.recipe), m_(m), tok_(tok), plan_(plan) {
+    m_.set_compute(plan_.device, plan_.dtype);
     rep_.recipe = recipe_to_json(r_);
     rep_.model = job.model_dir.string();
     rep_.output = normalize_output_path(job.out_dir).string();
     rep_.blocks_total = m_.num_blocks();
-    rep_.extra["memory_estimate"] = memory_estimate(m_, r_, dtype_);
-    const auto& est = rep_.extra["memory_estimate"];
-    spdlog::info("memory estimate: host activations {:.2f} GiB (+ reused buffers <= {:.2f} GiB); {} at most {:.2f} "
-                 "GiB: block weights {:.2f} GiB + statistics {:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
-                 est["host_activations_gib"].get<double>(), est["host_buffer_reuse_gib_at_most"].get<double>(),
-                 device_.str(), est["device_total_gib_at_most"].get<double>(),
-                 est["device_block_weights_gib"].get<double>(),
-                 est["device_statistics_gib_at_most"].get<double>(), est["device_solver_gib"].get<double>(),
-                 est["device_batch_activations_gib"].get<double>());
+    rep_.extra["memory_estimate"] = memory_estimate(m_, r_, plan_);
+    log_memory_estimate(rep_.extra["memory_estimate"], plan_.device);
   }
 
   report::RunReport& report() { return rep_; }
   /// What the run is doing now, for an error that interrupts it.
   const std::string& step() const { return step_; }
-  const c10::Device& device() const { return device_; }
+  const c10::Device& device() const { return plan_.device; }
   const at::Tensor& inputs() const { return inputs_; }
   int64_t next_block() const { return next_block_; }
 
@@ -313,10 +126,18 @@ class PruneRun {
     inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, host_options());
     m_.load_non_block();  // once, not a copy (to the GPU, or to the compute dtype) of the embeddings per batch
     for_each_batch([&](int64_t i, int64_t n) {
-      inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(device_)));
+      inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(plan_.device)));
     });
     m_.unload_non_block();
     rep_.phase_seconds["calibration"] += seconds_since(t0);
+  }
+
+  // A run whose methods read only the weights: no calibration text, no activations.
+  void without_inputs(const json& key) {
+    key_ = key;
+    rep_.extra["calibration"] = {{"windows", 0}, {"why", "no method of this run reads calibration data"}};
+    spdlog::info("calibration: none (no method of this run reads calibration data)");
+    inputs_ = at::empty({0}, at::kFloat);
   }
 
   // Where an interrupted run stopped: its finished blocks' weights, report and the next block's inputs.
@@ -329,7 +150,7 @@ class PruneRun {
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
     inputs_ = dir.load_inputs(s);
-    if (device_.is_cuda()) inputs_ = inputs_.pin_memory();
+    if (plan_.device.is_cuda() && inputs_.numel() > 0) inputs_ = inputs_.pin_memory();
     rep_.blocks_done = next_block_;
     if (next_block_ < rep_.blocks_total)
       spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
@@ -352,22 +173,10 @@ class PruneRun {
   std::vector<std::pair<std::string, at::Tensor>> prune_next_block() {
     const int64_t b = next_block_;
     m_.load_block(b);
-    // Every linear of the block sees the inputs of the block as it was before any of its linears was pruned.
-    auto t0 = std::chrono::steady_clock::now();
-    step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
-    BlockStats stats(r_.stats_device == "cpu" ? c10::Device(c10::kCPU) : device_, parse_dtype(r_.stats_dtype));
-    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) {
-      stats.observe(linear, x);
-    };
-    for_each_batch([&](int64_t i, int64_t n) {
-      m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
-      stats.end_forward();
-    });
-    release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
-    synchronize(device_);  // on a GPU the phase ends when its queued work does
-    rep_.phase_seconds["statistics"] += seconds_since(t0);
+    BlockStats stats(plan_.stats_device, plan_.stats_dtype);
+    if (plan_.needs_calibration) collect_statistics(b, stats);
 
-    t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     const auto linears = m_.linear_names();
     const auto& jobs = plan_.block(b);
@@ -378,22 +187,11 @@ class PruneRun {
     }
     stats.clear();
     checked_grams_.clear();
-    synchronize(device_);
+    synchronize(plan_.device);
     rep_.phase_seconds["solve"] += seconds_since(t0);
 
-    // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
-    t0 = std::chrono::steady_clock::now();
-    step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
-    // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed
-    // run resumes from the inputs saved on disk), so the activations of the calibration set are held once.
-    for_each_batch([&](int64_t i, int64_t n) {
-      at::Tensor x = inputs_.slice(0, i, i + n);
-      x.copy_(m_.block_forward(b, to_device(x)));
-    });
-    release_host_buffer_cache();
+    if (plan_.needs_calibration) run_pruned_block(b);
     m_.unload_block(b);
-    synchronize(device_);
-    rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
     rep_.blocks_done = ++next_block_;
     return pruned;
   }
@@ -402,28 +200,92 @@ class PruneRun {
   void evaluate() {
     if (r_.eval.empty()) return;
     const auto t0 = std::chrono::steady_clock::now();
-    const eval::EvalPlan plan = eval::plan_evaluation(r_.eval, job_.data_dir);
-    eval::PerplexityOptions popt;
-    popt.seqlen = evaluation_seqlen(r_, m_);
-    popt.batch_size = 1;
-    popt.max_windows = r_.eval_max_windows;
     step_ = "evaluating the pruned model";
     m_.load_all();
-    for (const auto& res : eval::run_evaluation(m_, tok_, plan, popt, zeroshot_options(r_))) rep_.eval.push_back(res);
+    for (const auto& res :
+         eval::run_evaluation(m_, tok_, eval::plan_evaluation(r_.eval, job_.data_dir), perplexity_options(),
+                              zeroshot_options(r_)))
+      rep_.eval.push_back(res);
     rep_.phase_seconds["eval"] += seconds_since(t0);
   }
 
+  // The same evaluation of the input model, while no block is pruned yet (or from the cache).
+  void evaluate_dense() {
+    const auto t0 = std::chrono::steady_clock::now();
+    step_ = "evaluating the dense model";
+    const DenseEvaluation dense =
+        pipeline::evaluate_dense(job_.model_dir, m_, tok_, eval::plan_evaluation(r_.eval, job_.data_dir),
+                                 perplexity_options(), zeroshot_options(r_));
+    rep_.eval_dense = dense.results;
+    rep_.extra["dense_eval"] = {{"cache_file", dense.cache_file.string()}, {"from_cache", dense.from_cache}};
+    if (!dense.from_cache) rep_.phase_seconds["dense_eval"] += seconds_since(t0);
+  }
+
  private:
+  // Every linear of the block sees the inputs of the block as it was before any of its linears was pruned.
+  void collect_statistics(int64_t b, BlockStats& stats) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
+    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) {
+      stats.observe(linear, x);
+    };
+    for_each_batch([&](int64_t i, int64_t n) {
+      m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
+      stats.end_forward();
+    });
+    release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
+    synchronize(plan_.device);    // on a GPU the phase ends when its queued work does
+    rep_.phase_seconds["statistics"] += seconds_since(t0);
+  }
+
+  // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
+  void run_pruned_block(int64_t b) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
+    // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed
+    // run resumes from the inputs saved on disk), so the activations of the calibration set are held once.
+    for_each_batch([&](int64_t i, int64_t n) {
+      at::Tensor x = inputs_.slice(0, i, i + n);
+      x.copy_(m_.block_forward(b, to_device(x)));
+    });
+    release_host_buffer_cache();
+    synchronize(plan_.device);
+    rep_.phase_seconds["pruned_forward"] += seconds_since(t0);
+  }
+
+  eval::PerplexityOptions perplexity_options() const {
+    eval::PerplexityOptions popt;
+    popt.seqlen = plan_.eval_seqlen;
+    popt.batch_size = 1;
+    popt.max_windows = r_.eval_max_windows;
+    return popt;
+  }
+
   // Activations stay on the host between blocks; for a GPU they are page-locked, so that a batch's upload is one DMA
   // that runs without the host waiting on it (stream order keeps the block's kernels behind it).
   at::TensorOptions host_options() const {
-    return at::TensorOptions().dtype(dtype_).pinned_memory(device_.is_cuda());
+    return at::TensorOptions().dtype(plan_.dtype).pinned_memory(plan_.device.is_cuda());
   }
-  at::Tensor to_device(const at::Tensor& host) const { return host.to(device_, /*non_blocking=*/true); }
+  at::Tensor to_device(const at::Tensor& host) const { return host.to(plan_.device, /*non_blocking=*/true); }
 
   template <typename F>
   void for_each_batch(F&& f) {
     for (int64_t i = 0; i < r_.nsamples; i += r_.batch_size) f(i, std::min(r_.batch_size, r_.nsamples - i));
+  }
+
+  // The layer problem of one linear: its weight, and its statistics when the run collected them.
+  prune::LayerProblem problem_for(const LayerJob& lj, const at::Tensor& W0, const LayerStats* s) const {
+    prune::LayerProblem problem;
+    problem.W0 = W0.to(plan_.device, at::kFloat);
+    problem.name = lj.name;
+    if (s == nullptr) return problem;
+    problem.G = s->gram().to(plan_.device, at::kFloat);
+    problem.mean = s->mean().to(plan_.device);
+    problem.tokens = s->tokens();
+    problem.sequences = r_.nsamples;
+    problem.sequence_mean_sq = s->sequence_mean_sq().to(plan_.device);
+    problem.gram_checked = checked_grams_.count(s) > 0;
+    return problem;
   }
 
   report::LayerReport prune_layer(int64_t b, const LayerJob& lj, const std::string& linear, const BlockStats& stats) {
@@ -437,16 +299,8 @@ class PruneRun {
       spdlog::info("block {}/{} {}: skipped (left dense)", b + 1, rep_.blocks_total, linear);
       return lr;
     }
-    const LayerStats& s = stats.at(linear);
-    prune::LayerProblem problem;
-    problem.W0 = W0.to(device_, at::kFloat);
-    problem.G = s.gram().to(device_, at::kFloat);
-    problem.mean = s.mean().to(device_);
-    problem.tokens = s.tokens();
-    problem.sequences = r_.nsamples;
-    problem.sequence_mean_sq = s.sequence_mean_sq().to(device_);
-    problem.name = lj.name;
-    problem.gram_checked = checked_grams_.count(&s) > 0;
+    const LayerStats* s = plan_.needs_calibration ? &stats.at(linear) : nullptr;
+    const prune::LayerProblem problem = problem_for(lj, W0, s);
     if (!job_.dump_problems.empty())
       prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem,
                           job_.resume ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
@@ -456,8 +310,10 @@ class PruneRun {
     try {
       prune::PcgOptions pcg;
       pcg.iterations = r_.refine_iterations;
-      const prune::LayerResult res = prune::solve_layer(*lj.solver, problem, pattern, lj.refine, pcg);
-      checked_grams_.insert(&s);
+      const prune::LayerResult res =
+          s != nullptr ? prune::solve_layer(*lj.solver, problem, pattern, lj.refine, pcg)
+                       : prune::solve_layer_without_statistics(*lj.solver, problem, pattern);
+      if (s != nullptr) checked_grams_.insert(s);
       lr.seconds = res.seconds;
       lr.rel_error = res.rel_error;
       lr.refine_seconds = res.refine_seconds;
@@ -471,8 +327,8 @@ class PruneRun {
     lr.method = lj.method;
     lr.pattern = pattern.str();
     lr.refine = prune::refine_name(lj.refine);
-    spdlog::info("block {}/{} {}: {} {} sparsity {:.3f} err {:.4e}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear,
-                 lr.method, lr.pattern, lr.sparsity, lr.rel_error,
+    spdlog::info("block {}/{} {}: {} {} sparsity {:.3f}{}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear, lr.method,
+                 lr.pattern, lr.sparsity, lr.rel_error ? fmt::format(" err {:.4e}", *lr.rel_error) : "",
                  lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
                  lr.seconds, lr.stats.empty() ? "" : ", " + prune::stats_text(lr.stats));
     return lr;
@@ -483,8 +339,6 @@ class PruneRun {
   model::CausalLM& m_;
   const tokenizer::Tokenizer& tok_;
   const RunPlan& plan_;
-  c10::Device device_;
-  c10::ScalarType dtype_;
   std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
   report::RunReport rep_;
   json key_;
@@ -493,18 +347,23 @@ class PruneRun {
   int64_t next_block_ = 0;
 };
 
+// Where the calibration text is, when the run reads one; empty otherwise.
+fs::path calibration_source(const PruneJob& job, const RunPlan& plan) {
+  return plan.needs_calibration ? resolve_calibration_source(job.recipe.calib, job.data_dir) : fs::path();
+}
+
 // Resuming trusts the saved state only for the same recipe, model files and calibration text.
-ResumeState load_resume_state(const PruneJob& job, const StateDir& dir) {
+ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const StateDir& dir) {
   ResumeState s = dir.load();
   fs::path calibration;
   try {
-    calibration = resolve_calibration_source(job.recipe.calib, job.data_dir);
+    calibration = calibration_source(job, plan);
   } catch (const Error&) {
     spdlog::warn("calibration source '{}' cannot be found any more; resuming from the saved block inputs",
                  job.recipe.calib);
   }
-  json now = resume_key(job, calibration);
-  if (calibration.empty()) now["calibration"] = s.key.value("calibration", json());
+  json now = resume_key(job.recipe, job.model_dir, calibration);
+  if (calibration.empty() && plan.needs_calibration) now["calibration"] = s.key.value("calibration", json());
   const auto diffs = resume_key_differences(s.key, now);
   if (!diffs.empty()) {
     std::string lines;
@@ -519,9 +378,14 @@ ResumeState load_resume_state(const PruneJob& job, const StateDir& dir) {
 void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path staging = out.begin_staging();
-  for (const auto& name : m.write_files(staging))
+  const std::vector<std::string> written = m.write_files(staging);
+  if (note_pruning_in_model_card(staging, rep) &&
+      std::find(written.begin(), written.end(), kModelCardFile) == written.end())
+    rep.files.push_back({{"name", kModelCardFile}, {"bytes", 0}});
+  for (const auto& name : written)
     if (name != kReportFile)  // an input that is itself an alps output: its report is replaced below
-      rep.files.push_back({{"name", name}, {"bytes", static_cast<int64_t>(fs::file_size(staging / name))}});
+      rep.files.push_back({{"name", name}, {"bytes", 0}});
+  for (auto& f : rep.files) f["bytes"] = static_cast<int64_t>(fs::file_size(staging / f["name"].get<std::string>()));
   rep.complete = true;
   rep.phase_seconds["save"] = seconds_since(t0);
   {
@@ -535,42 +399,68 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
 
 // Running out of GPU memory is for the user to fix: say what did not fit, what to change, and that the blocks
 // finished so far are kept.
-[[noreturn]] void fail_out_of_memory(const c10::Error& e, const PruneJob& job, const std::string& step,
-                                     int64_t blocks_done) {
+[[noreturn]] void fail_out_of_memory(const c10::Error& e, const PruneJob& job, const RunPlan& plan,
+                                     const std::string& step, int64_t blocks_done) {
   std::string what = e.what();
   what = what.substr(0, what.find('\n'));
   const auto& r = job.recipe;
   ALPS_FAIL("out of memory on device ", r.device, " while ", step, ": ", what, "\nto fit, lower --batch-size (now ",
-            r.batch_size, ")", r.stats_device == "cpu" ? "" : ", add --stats-device cpu",
-            r.dtype == "fp32" ? ", or use --dtype bf16" : "", ", or choose another --device; ",
+            r.batch_size, ")", plan.stats_on_host ? "" : ", add --stats-device cpu",
+            plan.dtype == c10::kFloat ? ", or use --dtype bf16" : "", ", or choose another --device; ",
             blocks_done > 0 ? "the " + std::to_string(blocks_done) +
                                   " finished block(s) are saved: rerun with --resume (any device, any batch size)"
                             : "nothing was pruned yet");
 }
 
+// What Ctrl-C or SIGTERM leaves behind at this point of the run, said when it arrives.
+void say_on_interrupt(int64_t blocks_saved, int64_t blocks_total) {
+  set_interrupt_notice(
+      blocks_saved == 0
+          ? fmt::format("alps: interrupted before block 1/{} was pruned; the same command with --resume starts it "
+                        "again", blocks_total)
+      : blocks_saved < blocks_total
+          ? fmt::format("alps: interrupted after block {}/{}; the same command with --resume continues", blocks_saved,
+                        blocks_total)
+          : fmt::format("alps: interrupted after the last block ({}/{}), before the checkpoint was written; the same "
+                        "command with --resume evaluates and writes it", blocks_saved, blocks_total));
+}
+
 }  // namespace
 
-report::RunReport run_prune(const PruneJob& job) {
-  auto m = model::CausalLM::load(job.model_dir);
-  const auto tok = tokenizer::load_tokenizer(job.model_dir);
-  const auto plan = validate_with(job, m, *tok);
+report::RunReport run_prune(const PruneJob& given) {
+  auto m = model::CausalLM::load(given.model_dir);
+  const auto tok = tokenizer::load_tokenizer(given.model_dir);
+  const auto plan = validate_with(given, m, *tok);
+  PruneJob job = given;
+  job.recipe = resolved_recipe(given.recipe, *plan);
+  if (given.recipe.seqlen == 0 && plan->needs_calibration && plan->seqlen < model::ModelConfig::kProtocolWindow)
+    spdlog::info("calibration windows of {} tokens, the model's {} positions (--seqlen sets another length)",
+                 plan->seqlen, m.config().max_positions);
   OutputDir out(output_request(job));
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());
   PruneRun run(job, m, *tok, *plan);
   report::RunReport& rep = run.report();
   reset_device_peak(run.device());
+  say_on_interrupt(0, rep.blocks_total);
+  state.on_saved([total = rep.blocks_total](int64_t next_block) { say_on_interrupt(next_block, total); });
   try {
+    if (job.eval_dense) run.evaluate_dense();  // before a resumed run puts its pruned blocks in
     if (out.resume()) {
-      run.restore(state, load_resume_state(job, state));
+      run.restore(state, load_resume_state(job, *plan, state));
     } else {
-      const fs::path source = resolve_calibration_source(job.recipe.calib, job.data_dir);
-      run.capture_inputs(source, resume_key(job, source));
+      const fs::path source = calibration_source(job, *plan);
+      const json key = resume_key(job.recipe, job.model_dir, source);
+      if (plan->needs_calibration)
+        run.capture_inputs(source, key);
+      else
+        run.without_inputs(key);
       out.begin_fresh_state();
       state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
     }
 
     Progress progress("block", rep.blocks_total, 0, run.next_block());
+    say_on_interrupt(run.next_block(), rep.blocks_total);  // what a resumed run restored
     for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
       if (job.stop_after >= 0 && done >= job.stop_after) break;
       auto pruned = run.prune_next_block();
@@ -579,8 +469,9 @@ report::RunReport run_prune(const PruneJob& job) {
       rep.phase_seconds["save_state"] += seconds_since(t0);
       progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
     }
-    record_peak_memory(rep, run.device());
+    record_peak_memory(rep.extra, run.device());
     if (rep.blocks_done < rep.blocks_total) {
+      set_interrupt_notice("");
       spdlog::warn("stopped after block {}/{}; run the same command with --resume to continue", rep.blocks_done,
                    rep.blocks_total);
       return rep;
@@ -593,9 +484,10 @@ report::RunReport run_prune(const PruneJob& job) {
     }
   } catch (const c10::Error& e) {
     if (!is_device_out_of_memory(e)) throw;
-    fail_out_of_memory(e, job, run.step(), rep.blocks_done);
+    fail_out_of_memory(e, job, *plan, run.step(), rep.blocks_done);
   }
   write_output(out, m, rep);
+  set_interrupt_notice("");
   return rep;
 }
 

@@ -5,7 +5,8 @@
 //   Z = B + V / rho,   D = P(Z),   V = V + rho (B - D)
 // One interface, two implementations: ATen operations that read like the spec and run on any device, and a fused
 // CPU one that does the same arithmetic in four passes over [in, out] instead of about twenty (the projection and
-// the dual update were a third of the ADMM time, bound by memory traffic, not arithmetic).
+// the dual update were a third of the ADMM time, bound by memory traffic, not arithmetic). "The reference" below is
+// the authors' code, github.com/mazumder-lab/ALPS at commit 8af9e6b5c8b1b06a028bde6065e5c38829df3a19.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -50,9 +50,15 @@ double gram_rounding_gamma(const LayerProblem& p) {
   return gamma(static_cast<double>(std::max<int64_t>(p.tokens, 1) + 1), unit_roundoff(p.G.scalar_type()));
 }
 
-void check_problem(const LayerProblem& p, const std::string& what) {
+void check_weight(const LayerProblem& p, const std::string& what) {
   ALPS_CHECK(p.W0.defined() && p.W0.dim() == 2 && p.W0.size(0) > 0 && p.W0.size(1) > 0, what,
              ": weight must be a non-empty [out, in] matrix, got ", p.W0.defined() ? shape_str(p.W0) : "none");
+  ALPS_CHECK(at::isFloatingType(p.W0.scalar_type()), what, ": weight must be floating point");
+  ALPS_CHECK(all_finite(p.W0), what, ": weight contains NaN or Inf");
+}
+
+void check_problem(const LayerProblem& p, const std::string& what) {
+  check_weight(p, what);
   const int64_t in = p.W0.size(1);
   ALPS_CHECK(p.G.defined() && p.G.dim() == 2 && p.G.size(0) == in && p.G.size(1) == in, what, ": gram must be [",
              in, ", ", in, "] for weight ", shape_str(p.W0), ", got ", p.G.defined() ? shape_str(p.G) : "none");

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "alps/core/error.h"
+#include "alps/core/suggest.h"
 #include "alps/prune/method.h"
 #include "alps/prune/methods/alps_admm.h"
 #include "alps/prune/methods/dsnot.h"
@@ -72,7 +73,7 @@ std::unique_ptr<Method> make_method(std::string_view name, const nlohmann::json&
   }
   std::string known;
   for (const auto& n : method_names()) known += (known.empty() ? "" : ", ") + n;
-  ALPS_USAGE_FAIL("unknown pruning method '", name, "' (known: ", known, ")");
+  ALPS_USAGE_FAIL("unknown pruning method '", name, "' (known: ", known, ")", did_you_mean(name, method_names()));
 }
 
 }  // namespace alps::prune

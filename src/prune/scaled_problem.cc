@@ -14,7 +14,8 @@ at::Tensor damped_gram(const LayerProblem& p, double damp) {
 
 ScaledProblem scale_problem(const LayerProblem& p, double damp, bool keep_fp64) {
   ScaledProblem s;
-  // The scaling in fp64, as the reference does it; the iterations run in fp32.
+  // The scaling in fp64; the iterations run in fp32. (The reference, github.com/mazumder-lab/ALPS at commit
+  // 8af9e6b5c8b1b06a028bde6065e5c38829df3a19, scales in fp32 and eigendecomposes the scaled matrix in fp64.)
   const at::Tensor H = damped_gram(p, damp);                                // [in, in]
   const at::Tensor d64 = H.diagonal().sqrt() + 1e-8;                         // [in]
   at::Tensor Hn64 = H / d64.unsqueeze(1) / d64.unsqueeze(0);

@@ -56,4 +56,17 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   return r;
 }
 
+LayerResult solve_layer_without_statistics(const Method& method, const LayerProblem& problem, const Pattern& pattern) {
+  ALPS_CHECK(!method.needs_statistics(), method.name(), " needs calibration statistics");
+  check_weight(problem, std::string(method.name()));
+  LayerResult r;
+  const auto start = std::chrono::steady_clock::now();
+  r.solution = method.solve(problem, pattern);
+  r.seconds = finish_and_time(r.solution.W, start);
+  r.W = r.solution.W;
+  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
+  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+  return r;
+}
+
 }  // namespace alps::prune

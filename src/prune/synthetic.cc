@@ -53,7 +53,6 @@ Generated generate(const SyntheticOptions& o) {
 
 at::Tensor make_synthetic_inputs(const SyntheticOptions& o) { return generate(o).X; }
 
-at::Tensor synthetic_outlier_features(const SyntheticOptions& o) { return generate(o).outliers; }
 
 LayerProblem make_synthetic_problem(const SyntheticOptions& o) {
   Generated g = generate(o);

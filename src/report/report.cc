@@ -20,7 +20,7 @@ json to_json(const LayerReport& r) {
             {"pattern", r.pattern},
             {"refine", r.refine},
             {"sparsity", r.sparsity},
-            {"rel_error", r.rel_error},
+            {"rel_error", r.rel_error ? json(*r.rel_error) : json(nullptr)},
             {"seconds", r.seconds},
             {"refine_seconds", r.refine_seconds}});
   j["rel_error_refined"] = r.rel_error_refined ? json(*r.rel_error_refined) : json(nullptr);
@@ -39,7 +39,7 @@ LayerReport layer_from_json(const json& j) {
   r.pattern = j.at("pattern");
   r.refine = j.at("refine");
   r.sparsity = j.at("sparsity");
-  r.rel_error = j.at("rel_error");
+  if (!j.at("rel_error").is_null()) r.rel_error = j.at("rel_error").get<double>();
   r.seconds = j.at("seconds");
   r.refine_seconds = j.at("refine_seconds");
   if (!j.at("rel_error_refined").is_null()) r.rel_error_refined = j.at("rel_error_refined").get<double>();
@@ -102,75 +102,144 @@ json to_json(const RunReport& r) {
           {"phase_seconds", r.phase_seconds},
           {"layers", layers},
           {"eval", r.eval},
+          {"eval_dense", r.eval_dense},
           {"files", r.files},
           {"extra", r.extra}};
 }
 
-std::string summary_text(const RunReport& r) {
+namespace {
+
+// The phases in the order a run goes through them; a phase this list does not know comes after them.
+std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
+  static const std::vector<std::string> kOrder = {"dense_eval",     "calibration", "statistics", "solve",
+                                                  "pruned_forward", "save_state",  "eval",       "save"};
+  std::vector<std::string> out;
+  for (const auto& p : kOrder)
+    if (seconds.count(p) > 0) out.push_back(p);
+  for (const auto& [p, s] : seconds)
+    if (std::find(kOrder.begin(), kOrder.end(), p) == kOrder.end()) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Per linear kind (the name after the block index), which is how layer errors are usually compared.
+struct Kind {
+  double error = 0, seconds = 0;
+  int count = 0, measured = 0;
+  int64_t zeros = 0, total = 0;
+};
+
+// What the summary and the model card say of a run's layers, counted once.
+struct Tally {
   int64_t zeros = 0, total = 0, pruned = 0, skipped = 0;
   double solve = 0;
-  // Per linear kind (the name after the block index), which is how layer errors are usually compared.
-  struct Kind {
-    double error = 0, seconds = 0;
-    int count = 0;
-  };
   std::map<std::string, Kind> by_kind;
   std::map<std::string, int> uses;  // "method pattern" -> layers
+};
+
+Tally tally(const RunReport& r) {
+  Tally t;
   for (const auto& l : r.layers) {
     const int64_t n = l.shape.size() == 2 ? l.shape[0] * l.shape[1] : 0;
-    total += n;
+    t.total += n;
     if (l.skipped) {
-      ++skipped;
+      ++t.skipped;
       continue;
     }
-    ++pruned;
-    ++uses[l.method + " " + l.pattern];
-    zeros += static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
-    solve += l.seconds + l.refine_seconds;
+    ++t.pruned;
+    ++t.uses[l.method + " " + l.pattern];
+    const int64_t z = static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
+    t.zeros += z;
+    t.solve += l.seconds + l.refine_seconds;
     const auto dot = l.name.find('.', l.name.find("layers.") + 7);
-    Kind& k = by_kind[dot == std::string::npos ? l.name : l.name.substr(dot + 1)];
-    k.error += l.rel_error_refined.value_or(l.rel_error);
+    Kind& k = t.by_kind[dot == std::string::npos ? l.name : l.name.substr(dot + 1)];
+    if (const auto e = l.rel_error_refined ? l.rel_error_refined : l.rel_error) {
+      k.error += *e;
+      ++k.measured;
+    }
     k.seconds += l.seconds + l.refine_seconds;
+    k.zeros += z;
+    k.total += n;
     ++k.count;
   }
+  return t;
+}
+
+double percent(int64_t part, int64_t whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+std::string description(const RunReport& r, const Tally& t) {
   // What the layers were pruned with: the recipe's method and pattern, or each one overrides gave and how often.
   std::string what = r.recipe.value("method", "?") + " " + r.recipe.value("pattern", "?");
-  if (uses.size() == 1) what = uses.begin()->first;
-  if (uses.size() > 1) {
+  if (t.uses.size() == 1) what = t.uses.begin()->first;
+  if (t.uses.size() > 1) {
     what.clear();
-    for (const auto& [use, count] : uses)
+    for (const auto& [use, count] : t.uses)
       what += fmt::format("{}{} ({} layer{})", what.empty() ? "" : ", ", use, count, count == 1 ? "" : "s");
   }
-  std::string out = fmt::format(
-      "{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%\n", what, pruned,
-      skipped, r.blocks_done, r.blocks_total,
-      total > 0 ? 100.0 * static_cast<double>(zeros) / static_cast<double>(total) : 0.0);
-  out += fmt::format("\n{:<24} {:>6} {:>15} {:>10}\n", "layer kind", "layers", "mean rel. error", "solve s");
+  return fmt::format("{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%",
+                     what, t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
+}
+
+}  // namespace
+
+std::string pruning_description(const RunReport& r) { return description(r, tally(r)); }
+
+std::string summary_text(const RunReport& r) {
+  const Tally t = tally(r);
+  const auto& by_kind = t.by_kind;
+  const double solve = t.solve;
+  std::string out = description(r, t) + "\n";
+  out += fmt::format("\n{:<24} {:>6} {:>9} {:>15} {:>10}\n", "layer kind", "layers", "sparsity", "mean rel. error",
+                     "solve s");
   for (const auto& [kind, k] : by_kind)
-    out += fmt::format("{:<24} {:>6} {:>15.4e} {:>10.1f}\n", kind, k.count, k.error / k.count, k.seconds);
+    out += fmt::format("{:<24} {:>6} {:>8.2f}% {:>15} {:>10.1f}\n", kind, k.count,
+                       percent(k.zeros, k.total),
+                       k.measured > 0 ? fmt::format("{:.4e}", k.error / k.measured) : "not measured", k.seconds);
   out += fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
   double wall = 0;
-  for (const auto& [phase, s] : r.phase_seconds) {
+  for (const auto& phase : phases_in_run_order(r.phase_seconds)) {
+    const double s = r.phase_seconds.at(phase);
     out += fmt::format("{:<24} {:>10.1f}\n", phase, s);
     wall += s;
   }
   out += fmt::format("{:<24} {:>10.1f}  (layer solves {:.1f})\n", "total", wall, solve);
-  if (!r.eval.empty()) out += fmt::format("\n{:<24} {:<16} {:>12}  {}\n", "evaluation", "metric", "value", "over");
+  // With --eval-dense, the input model's figure beside each of the pruned model's.
+  const bool with_dense = !r.eval_dense.empty();
+  auto dense = [&](const json& e, const std::string& metric) -> std::string {
+    if (!with_dense) return "";
+    for (const auto& d : r.eval_dense) {
+      const bool same = e.contains("task") ? d.value("task", "") == e.value("task", "?")
+                                           : d.value("dataset", "") == e.value("dataset", "?");
+      if (!same) continue;
+      const json& v = e.contains("task") ? d["metrics"].value(metric, json()) : d.value(metric, json());
+      if (v.is_number()) return fmt::format(" {:>12.4f}", v.get<double>());
+    }
+    return fmt::format(" {:>12}", "-");
+  };
+  if (!r.eval.empty())
+    out += fmt::format("\n{:<24} {:<16} {:>12}{}  {}\n", "evaluation", "metric", "value",
+                       with_dense ? fmt::format(" {:>12}", "dense") : "", "over");
   for (const auto& e : r.eval) {
     if (e.contains("task")) {  // zero-shot task: its metrics
       const auto& metrics = e["metrics"];
       for (const auto& [name, value] : metrics.items()) {
         if (!value.is_number() || (name.size() > 7 && name.compare(name.size() - 7, 7, "_stderr") == 0)) continue;
         const auto se = metrics.find(name + "_stderr");
-        out += fmt::format("{:<24} {:<16} {:>12.4f}  {} documents{}\n", e.value("task", "?"), name,
-                           value.get<double>(), e.value("docs", 0),
+        out += fmt::format("{:<24} {:<16} {:>12.4f}{}  {} documents{}\n", e.value("task", "?"), name,
+                           value.get<double>(), dense(e, name), e.value("docs", 0),
                            se != metrics.end() && se->is_number() ? fmt::format(", stderr {:.4f}", se->get<double>())
                                                                   : "");
       }
       continue;
     }
-    out += fmt::format("{:<24} {:<16} {:>12.4f}  {} windows of {} tokens\n", e.value("dataset", "?"), "perplexity",
-                       e.value("perplexity", 0.0), e.value("windows", 0), e.value("seqlen", 0));
+    out += fmt::format("{:<24} {:<16} {:>12.4f}{}  {} windows of {} tokens\n", e.value("dataset", "?"), "perplexity",
+                       e.value("perplexity", 0.0), dense(e, "perplexity"), e.value("windows", 0),
+                       e.value("seqlen", 0));
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "alps/tokenizer/sentencepiece.h"
 
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -36,17 +37,18 @@ void bind(void* handle, const char* name, F& f, const std::string& path) {
   ALPS_CHECK(f != nullptr, path, " has no symbol ", name);
 }
 
-// Where to find the module: $ALPS_SENTENCEPIECE_SHIM, the build tree that compiled this library, then the
-// directory of the running executable.
+// Where to find the module: $ALPS_SENTENCEPIECE_SHIM, lib/alps beside an installed bin/alps (CMakeLists.txt's
+// install rules), the build tree that compiled this library, then the directory of the running executable.
 std::vector<std::string> shim_candidates() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("ALPS_SENTENCEPIECE_SHIM"); env != nullptr && *env != '\0') paths.push_back(env);
+  const std::filesystem::path exe = executable_dir();
+  const std::string module = "libalps_sentencepiece_shim.so";
+  if (!exe.empty()) paths.push_back((exe.parent_path() / "lib" / "alps" / module).string());
 #ifdef ALPS_SENTENCEPIECE_SHIM_PATH
   paths.push_back(ALPS_SENTENCEPIECE_SHIM_PATH);
 #endif
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths.push_back((exe.parent_path() / "libalps_sentencepiece_shim.so").string());
+  if (!exe.empty()) paths.push_back((exe / module).string());
   return paths;
 }
 
@@ -97,6 +99,7 @@ const Shim& shim() {
       bind(handle, "alps_spm_piece_id", instance.piece_id, path);
       bind(handle, "alps_spm_piece_flags", instance.piece_flags, path);
       bind(handle, "alps_spm_id_to_piece", instance.id_to_piece, path);
+      spdlog::debug("SentencePiece module: {}", path);
       return;
     }
     failure = "cannot load the SentencePiece module libalps_sentencepiece_shim.so (set ALPS_SENTENCEPIECE_SHIM to "
@@ -116,10 +119,11 @@ void append_ids(void* context, const int* ids, size_t count) {
 
 constexpr std::string_view kMetaSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's visible space
 
-// transformers' LlamaTokenizer (the slow class the reference perplexity scripts load; lm-eval's fast one agrees with
-// it in legacy mode): the text is cut at added tokens (<unk>, <s>, </s> among them, so their text in a data set
-// becomes their ids), and libsentencepiece encodes each stretch between them. With `legacy: false`, the model loses
-// its dummy prefix and the tokenizer adds one space in front of the whole text instead of in front of every stretch.
+// transformers' LlamaTokenizer (the slow class that the perplexity scripts of IST-DASLab/sparsegpt at commit 147d215
+// load; lm-eval's fast one agrees with it in legacy mode): the text is cut at added tokens (<unk>, <s>, </s> among
+// them, so their text in a data set becomes their ids), and libsentencepiece encodes each stretch between them. With
+// `legacy: false`, the model loses its dummy prefix and the tokenizer adds one space in front of the whole text
+// instead of in front of every stretch.
 class SentencePiece final : public Tokenizer {
  public:
   SentencePiece(const std::filesystem::path& model_file, const SpecialTokenConfig& config)

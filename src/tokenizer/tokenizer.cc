@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "alps/core/error.h"
 #include "alps/tokenizer/bpe.h"
 #include "alps/tokenizer/sentencepiece.h"
@@ -37,6 +40,24 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir
   spdlog::debug("tokenizer {} from {}: {} ids, bos {}, eos {}", tokenizer->kind(), model_dir.string(),
                 tokenizer->vocab_size(), tokenizer->bos_id().value_or(-1), tokenizer->eos_id().value_or(-1));
   return tokenizer;
+}
+
+std::string continuation_text(const Tokenizer& tok, const std::vector<int64_t>& prompt,
+                              const std::vector<int64_t>& generated) {
+  const auto has_text = [&](int64_t id) { return id >= 0 && id < tok.vocab_size(); };
+  const auto textual = [&](const std::vector<int64_t>& v) {
+    std::vector<int64_t> kept;
+    std::copy_if(v.begin(), v.end(), std::back_inserter(kept), has_text);
+    return kept;
+  };
+  if (const auto missing = std::count_if(generated.begin(), generated.end(), [&](int64_t id) { return !has_text(id); }))
+    spdlog::warn("{} of the {} generated ids are beyond the tokenizer's vocabulary of {} ids: they have no text and "
+                 "are left out of it", missing, generated.size(), tok.vocab_size());
+  std::vector<int64_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  const std::string prompt_text = tok.decode(textual(prompt)), full_text = tok.decode(textual(all));
+  return full_text.compare(0, prompt_text.size(), prompt_text) == 0 ? full_text.substr(prompt_text.size())
+                                                                    : tok.decode(textual(generated));
 }
 
 }  // namespace alps::tokenizer

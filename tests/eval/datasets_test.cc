@@ -66,7 +66,8 @@ TEST(Datasets, PtbLinesStrippedAndJoinedWithSpaces) {
 }
 
 // PTB's literal "<unk>" must reach a LLaMA model as the unknown token's id, as transformers' LlamaTokenizer reads it
-// (the reference protocol's scripts load it); the golden ids are scripts/make_sentencepiece_golden.py's.
+// (the perplexity scripts of github.com/IST-DASLab/sparsegpt at commit 147d2159dc4f3e9f73e47b32c04d7b3708f44436, the
+// reference protocol, load it); the golden ids are scripts/make_sentencepiece_golden.py's.
 TEST(Datasets, PtbReadsAsTransformersLlamaTokenizerReadsIt) {
   const std::string text = load_dataset_text(resolve_dataset("ptb", data()));
   for (const std::string name : {"sp_stories260k", "sp_stories260k_legacy", "sp_llama2", "sp_llama2_nonlegacy"}) {

@@ -201,8 +201,9 @@ TEST(ZeroShotCli, PruneEvalTakesTaskNames) {
   const auto bad = test::run_cli({"prune", "--model", stories().string(), "--out", (tmp / "bad").string(), "--calib",
                                   calib, "--seqlen", "64", "--sparsity", "0.5", "--eval", "rtee"},
                                  test::with_data_dir());
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.exit_code, 2);  // an unknown name is a usage error, through `prune --eval` as through `eval`
   EXPECT_NE(bad.err.find("nor a zero-shot task (lambada_openai, piqa"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("did you mean 'rte'?"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(tmp / "bad"));
 
   // A bad row of a task file stops the run before any pruning, not after it.

@@ -99,7 +99,8 @@ void write_shards(const fs::path& dir) {
   const model::ModelConfig config = model::load_config(dir / "config.json");
   std::vector<std::pair<std::string, at::Tensor>> shards[2];
   size_t k = 0;
-  for (const model::TensorSpec& spec : model::make_llama(config)->tensor_specs()) {
+  const auto arch = model::find_architecture(config.architecture)->make(config);
+  for (const model::TensorSpec& spec : arch->tensor_specs()) {
     if (spec.optional) continue;
     shards[k++ % 2].emplace_back(spec.name, at::ones(spec.shape, at::kFloat));
   }

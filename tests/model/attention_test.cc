@@ -28,6 +28,22 @@ at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const a
 
 constexpr AttentionSchedule kSchedules[] = {AttentionSchedule::batched, AttentionSchedule::tiled};
 
+// The options in the order the cases vary them.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t chunk = 0,
+                  int64_t window = 0, int64_t past = 0, const at::Tensor& hidden = {}, int64_t max_scores = 0,
+                  AttentionSchedule schedule = AttentionSchedule::automatic, const at::Tensor& first_keys = {}) {
+  AttentionOptions o;
+  o.scale = scale;
+  o.chunk = chunk;
+  o.window = window;
+  o.past = past;
+  o.hidden_keys = hidden;
+  o.max_scores = max_scores;
+  o.schedule = schedule;
+  o.first_keys = first_keys;
+  return causal_attention(q, k, v, o);
+}
+
 const char* name(AttentionSchedule s) { return s == AttentionSchedule::tiled ? "tiled" : "batched"; }
 
 TEST(Attention, ChunkedCausalMatchesReference) {
@@ -43,13 +59,13 @@ TEST(Attention, ChunkedCausalMatchesReference) {
     const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
     for (AttentionSchedule schedule : kSchedules) {
       for (int64_t chunk : {0, 1, 7, 64, 1000})
-        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, 0, 0, {}, 0, schedule), ref, tol, 0)
+        EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, chunk, 0, 0, {}, 0, schedule), ref, tol, 0)
             << name(schedule) << " H " << H << " KV " << KV << " T " << T << " chunk " << chunk;
       // Score budgets that split the batch into single (sequence, KV group) steps of 7 queries, or into some groups
       // at a time (batched), or size the tiles (tiled: 16 queries and more).
       const int64_t chunk = schedule == AttentionSchedule::batched ? 7 : 0;
       for (int64_t max_scores : {int64_t{1}, int64_t{H / KV * 7 * T * 2}})
-        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, 0, 0, {}, max_scores, schedule), ref, tol, 0)
+        EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, chunk, 0, 0, {}, max_scores, schedule), ref, tol, 0)
             << name(schedule) << " H " << H << " KV " << KV << " T " << T << " max_scores " << max_scores;
     }
   }
@@ -66,7 +82,7 @@ TEST(Attention, SlidingWindowMatchesReference) {
     const double tol = test::rounding_bound(16 + 2 * window, vmax) + test::rounding_bound(16, score_scale) * vmax;
     for (AttentionSchedule schedule : kSchedules)
       for (int64_t chunk : {0, 1, 4, 7, 64, 1000})
-        EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, chunk, window, 0, {}, 0, schedule), ref, tol, 0)
+        EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, chunk, window, 0, {}, 0, schedule), ref, tol, 0)
             << name(schedule) << " H " << H << " KV " << KV << " T " << T << " window " << window << " chunk "
             << chunk;
     // The window really hides something (except where it spans the whole sequence).
@@ -80,8 +96,8 @@ TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
   at::Tensor q = at::randn({1, 4, 30, 8}), k = at::randn({1, 2, 30, 8}), v = at::randn({1, 2, 30, 8});
   for (AttentionSchedule schedule : kSchedules)
     for (int64_t window : {30, 31, 1000})
-      EXPECT_TRUE(causal_attention(q, k, v, 0.3, 0, window, 0, {}, 0, schedule)
-                      .equal(causal_attention(q, k, v, 0.3, 0, 0, 0, {}, 0, schedule)))
+      EXPECT_TRUE(attend(q, k, v, 0.3, 0, window, 0, {}, 0, schedule)
+                      .equal(attend(q, k, v, 0.3, 0, 0, 0, {}, 0, schedule)))
           << name(schedule) << " " << window;
 }
 
@@ -101,7 +117,7 @@ TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
     const at::Tensor tail = q.narrow(2, past, T);
     for (AttentionSchedule schedule : kSchedules)
       for (int64_t chunk : {0, 1, 7})
-        EXPECT_ALL_CLOSE(causal_attention(tail, k, v, 0.25, chunk, window, past, {}, 0, schedule), ref, tol, 0)
+        EXPECT_ALL_CLOSE(attend(tail, k, v, 0.25, chunk, window, past, {}, 0, schedule), ref, tol, 0)
             << name(schedule) << " H " << H << " KV " << KV << " past " << past << " window " << window
             << " chunk " << chunk;
   }
@@ -132,9 +148,9 @@ TEST(Attention, PackedTreesSeeTheirAncestorsOnly) {
   const double tol = test::rounding_bound(16 + 2 * T, vmax) + test::rounding_bound(16, score_scale) * vmax;
   for (AttentionSchedule schedule : kSchedules)
     for (int64_t max_scores : {int64_t{0}, int64_t{1}, int64_t{H / KV * 5 * T * KV * 2}}) {
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
+      EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule), ref, tol, 0)
           << name(schedule) << " max_scores " << max_scores;
-      EXPECT_ALL_CLOSE(causal_attention(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule, first), ref, tol, 0)
+      EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, 5, 0, 0, hidden, max_scores, schedule, first), ref, tol, 0)
           << name(schedule) << " max_scores " << max_scores << " with first keys";
     }
   // The mask matters: causal attention over the whole sequence differs.
@@ -149,13 +165,13 @@ TEST(Attention, RefusesMasksOfAnotherShapeOrKind) {
   // Another batch, or one row of keys for all queries (padding, which no caller has).
   at::Tensor other_batch = at::zeros({B + 1, T, T}, at::kBool), padding = at::zeros({B, T}, at::kBool);
   for (const at::Tensor& hidden : {other_batch, padding})
-    EXPECT_NE(test::error_message([&] { causal_attention(q, k, v, 0.25, 0, 0, 0, hidden, 0); })
+    EXPECT_NE(test::error_message([&] { attend(q, k, v, 0.25, 0, 0, 0, hidden, 0); })
                   .find("hidden keys of shape"),
               std::string::npos);
   const at::Tensor hidden = at::zeros({B, T, T}, at::kBool);
   for (const at::Tensor& first : {at::zeros({B, T}, at::kInt), at::zeros({B, T + 1}, at::kLong)})
     EXPECT_NE(test::error_message([&] {
-                causal_attention(q, k, v, 0.25, 0, 0, 0, hidden, 0, AttentionSchedule::automatic, first);
+                attend(q, k, v, 0.25, 0, 0, 0, hidden, 0, AttentionSchedule::automatic, first);
               }).find("first keys must be a host int64 tensor"),
               std::string::npos);
 }

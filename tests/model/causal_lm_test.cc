@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "alps/core/error.h"
-
 #include "alps/io/safetensors.h"
+#include "alps/model/config.h"
+#include "model_fixtures.h"
 #include "support.h"
 
 namespace alps::model {
@@ -18,7 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
 fs::path stories_dir() { return test::committed_data_dir() / "models" / "stories260K-hf"; }
 
 class GoldenLogits : public ::testing::TestWithParam<std::string> {};
@@ -153,9 +155,18 @@ TEST_P(GoldenLogits, PackedTreesEqualEachPathAlone) {
   EXPECT_ALL_CLOSE(logits[0].narrow(0, branch_b, 3), m.forward(path_b)[0].narrow(0, n0, 3), tol, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits,
-                         ::testing::Values("opt_pre", "opt_post", "opt_proj", "llama_gqa", "llama_bias_bf16",
-                                           "llama_dynamic", "mistral_swa", "qwen2_linear", "qwen2_swa"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenLogits, ::testing::ValuesIn(golden_fixtures()));
+
+// Every architecture of the table is checked against transformers by at least one fixture.
+TEST(GoldenLogits, EveryArchitectureHasAFixture) {
+  std::set<std::string> covered;
+  for (const std::string& name : golden_fixtures())
+    covered.insert(load_config(fixture(name) / "config.json").architecture);
+  EXPECT_GE(golden_fixtures().size(), 9u);
+  std::istringstream listed(supported_architectures());  // "A, B, C"
+  for (std::string arch; std::getline(listed >> std::ws, arch, ',');)
+    EXPECT_EQ(covered.count(arch), 1u) << arch << " has no fixture in tests/data/model (make_model_fixtures.py)";
+}
 
 TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
   for (const char* name : {"opt_pre", "opt_post", "llama_gqa", "qwen2_linear"}) {

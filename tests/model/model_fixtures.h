@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,6 +23,20 @@ namespace alps::model {
 namespace fs = std::filesystem;
 
 inline fs::path fixture(const std::string& name) { return test::source_dir() / "tests" / "data" / "model" / name; }
+
+/// Every fixture that has golden logits (scripts/make_model_fixtures.py writes NAME/ and NAME.golden.safetensors),
+/// sorted: a fixture added there is tested without a list to extend.
+inline std::vector<std::string> golden_fixtures() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(fixture(""))) {
+    const std::string file = e.path().filename().string(), suffix = ".golden.safetensors";
+    if (file.size() > suffix.size() && file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        fs::is_directory(fixture(file.substr(0, file.size() - suffix.size()))))
+      names.push_back(file.substr(0, file.size() - suffix.size()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 // A writable copy of a fixture under a fresh name in `tmp`.
 inline fs::path copy_fixture(const std::string& name, const test::TempDir& tmp) {

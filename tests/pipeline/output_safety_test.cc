@@ -230,15 +230,15 @@ TEST(OutputSafety, ResumeNamesTheInputThatChanged) {
   auto args = [&](std::vector<std::string> extra) { return prune_args(out, extra, tmp / "model", tmp / "calib.txt"); };
   ASSERT_EQ(test::run_cli(args({"--sparsity", "0.5", "--stop-after", "1"})).exit_code, 0);
 
-  expect_refused(test::run_cli(args({"--sparsity", "0.6", "--resume"})), "recipe field \"pattern\"");
+  expect_refused(test::run_cli(args({"--sparsity", "0.6", "--resume"})), "--sparsity/--pattern (recipe \"pattern\")");
   // A method constant at its default value is the same run; another value is not.
   expect_refused(test::run_cli(args({"--sparsity", "0.5", "--option", "damp=0.02", "--resume", "--stop-after", "1"})),
-                 "recipe field \"options.damp\"");
+                 "--option damp (recipe \"options.damp\")");
   const auto same =
       test::run_cli(args({"--sparsity", "0.5", "--option", "damp=0.01", "--resume", "--stop-after", "1"}));
   EXPECT_EQ(same.exit_code, 0) << same.err;
   expect_refused(test::run_cli(args({"--sparsity", "0.5", "--seed", "3", "--resume"})),
-                 "recipe field \"calibration.seed\"");
+                 "--seed (recipe \"calibration.seed\")");
 
   const std::string calib = slurp(tmp / "calib.txt");
   std::ofstream(tmp / "calib.txt", std::ios::app) << " One more sentence.";

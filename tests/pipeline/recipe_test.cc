@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "alps/core/error.h"
+#include "alps/prune/method.h"
 #include "support.h"
 
 namespace alps::pipeline {
@@ -28,6 +29,8 @@ std::string load_error(const char* text) {
   return "no error";
 }
 
+std::string text(const std::optional<prune::Pattern>& p) { return p ? p->str() : "none"; }
+
 TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
   const json j = json::parse(R"({
     "method": "sparsegpt", "sparsity": 0.6, "refine": "pcg", "refine_iterations": 20,
@@ -37,7 +40,7 @@ TEST(Recipe, ParsesEveryKnobAndRoundTrips) {
     "device": "cpu", "dtype": "fp32", "batch_size": 4, "stats_dtype": "fp64", "eval": ["wikitext2"]})");
   const Recipe r = recipe_from_json(j, "test");
   EXPECT_EQ(r.method, "sparsegpt");
-  EXPECT_EQ(r.pattern, "0.6");
+  EXPECT_EQ(text(r.pattern), "0.6");
   EXPECT_EQ(r.refine_iterations, 20);
   EXPECT_EQ(r.nsamples, 16);
   EXPECT_EQ(r.seed, 3u);
@@ -106,22 +109,22 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
 TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
   Recipe r;
   r.method = "alps";
-  r.pattern = "0.7";
+  r.pattern = prune::Pattern::parse("0.7");
   r.options = {{"rho0", 0.2}};
   r.skip = {"*.self_attn.o_proj"};
   r.overrides.push_back(
-      {"model.layers.*.mlp.*", std::nullopt, std::nullopt, std::string("0.5"), std::nullopt, json::object()});
+      {"model.layers.*.mlp.*", std::nullopt, std::nullopt, prune::Pattern::parse("0.5"), std::nullopt, json::object()});
   r.overrides.push_back({"*.down_proj", std::nullopt, std::string("sparsegpt"), std::nullopt, std::string("pcg"),
                          json{{"blocksize", 32}}});
   const LayerPlan q = plan_for(r, "model.layers.0.self_attn.q_proj");
   EXPECT_FALSE(q.skip);
-  EXPECT_EQ(q.pattern, "0.7");
+  EXPECT_EQ(text(q.pattern), "0.7");
   EXPECT_EQ(q.options, (json{{"rho0", 0.2}}));
   EXPECT_TRUE(plan_for(r, "model.layers.3.self_attn.o_proj").skip);
-  EXPECT_EQ(plan_for(r, "model.layers.1.mlp.up_proj").pattern, "0.5");
+  EXPECT_EQ(text(plan_for(r, "model.layers.1.mlp.up_proj").pattern), "0.5");
   const LayerPlan down = plan_for(r, "model.layers.1.mlp.down_proj");
   EXPECT_EQ(down.method, "sparsegpt");
-  EXPECT_EQ(down.pattern, "0.5");
+  EXPECT_EQ(text(down.pattern), "0.5");
   EXPECT_EQ(down.refine, "pcg");
   EXPECT_EQ(down.options, (json{{"blocksize", 32}})) << "ALPS constants must not leak into another method";
 
@@ -131,6 +134,23 @@ TEST(Recipe, OverridesApplyInOrderAndSkipGlobsMatchFullNames) {
   EXPECT_TRUE(plan_for(u, "model.layers.3.self_attn.q_proj").skip);
   EXPECT_FALSE(plan_for(u, "model.layers.3.mlp.up_proj").skip);
   EXPECT_EQ(recipe_to_json(u)["overrides"][0]["skip"], false) << "the report's recipe keeps the rule";
+}
+
+// Method constants belong to the method they were given for: naming another method drops them, in the recipe and in
+// the rules that keep the recipe's method, not in a rule that names its own.
+TEST(Recipe, ANewMethodDropsTheConstantsOfTheOldOne) {
+  Recipe r;
+  r.options = {{"rho0", 0.2}};
+  r.overrides.push_back({"*.q_proj", std::nullopt, std::nullopt, std::nullopt, std::nullopt, json{{"rho0", 0.3}}});
+  r.overrides.push_back(
+      {"*.k_proj", std::nullopt, std::string("sparsegpt"), std::nullopt, std::nullopt, json{{"blocksize", 32}}});
+  set_method(r, "alps");
+  EXPECT_EQ(r.options, (json{{"rho0", 0.2}})) << "the same method keeps its constants";
+  set_method(r, "wanda");
+  EXPECT_EQ(r.method, "wanda");
+  EXPECT_TRUE(r.options.empty());
+  EXPECT_TRUE(r.overrides[0].options.empty());
+  EXPECT_EQ(r.overrides[1].options, (json{{"blocksize", 32}}));
 }
 
 // Values no run accepts are usage errors naming the recipe and the key, at load, not against the first layer; the
@@ -154,9 +174,9 @@ TEST(Recipe, PatternsMethodsAndRefinesAreCheckedAtLoad) {
   }
   EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.5, "device": "cuda:3", "dtype": "bf16"})"), "r").device,
             "cuda:3");
-  EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "0.50"})"), "r").pattern, "0.5");
-  EXPECT_EQ(recipe_from_json(json::parse(R"({"sparsity": 0.7})"), "r").pattern, "0.7");
-  EXPECT_EQ(recipe_from_json(json::parse(R"({"pattern": "2:4"})"), "r").pattern, "2:4");
+  EXPECT_EQ(text(recipe_from_json(json::parse(R"({"pattern": "0.50"})"), "r").pattern), "0.5");
+  EXPECT_EQ(text(recipe_from_json(json::parse(R"({"sparsity": 0.7})"), "r").pattern), "0.7");
+  EXPECT_EQ(text(recipe_from_json(json::parse(R"({"pattern": "2:4"})"), "r").pattern), "2:4");
 }
 
 // A key written twice is an edit that silently undoes another: refused naming the file and the key, at any depth;
@@ -187,7 +207,16 @@ TEST(Recipe, ShippedConfigsParse) {
     if (e.path().extension() != ".json") continue;
     SCOPED_TRACE(e.path().string());
     const Recipe r = load_recipe(e.path());
-    EXPECT_FALSE(r.pattern.empty());
+    EXPECT_TRUE(r.pattern.has_value());
+    // The defaults of method constants live in their option tables (`alps methods`): a recipe that restates one
+    // would go on stating it after the table changed.
+    for (const auto& entry : prune::method_catalog()) {
+      if (entry["name"] != r.method) continue;
+      for (const auto& option : entry["options"])
+        EXPECT_FALSE(r.options.contains(option["name"]) && r.options[option["name"].get<std::string>()] ==
+                                                               option["default"])
+            << option["name"] << " restates its default";
+    }
     ++n;
   }
   EXPECT_GE(n, 4);

@@ -234,8 +234,15 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   // prune's --help shows the recipe's live defaults next to each knob.
   const auto help = run_cli({"prune", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;
-  for (const char* shown : {"sparsegpt,wanda}=alps", ">= 1=128", ">= 2=2048", "{compute,cpu}=compute"})
+  for (const char* shown : {"sparsegpt,wanda}=alps", ">= 1=128", "0 or INT >= 2=0", "{compute,cpu}=compute"})
     EXPECT_NE(help.out.find(shown), std::string::npos) << shown << "\n" << help.out;
+  // --model names every architecture of the table, in every command that takes it.
+  for (const char* command : {"prune", "eval", "inspect", "generate"}) {
+    const auto h = run_cli({command, "--help"});
+    EXPECT_NE(h.out.find("(LlamaForCausalLM, MistralForCausalLM, OPTForCausalLM, Qwen2ForCausalLM)"),
+              std::string::npos)
+        << command << "\n" << h.out;
+  }
 }
 
 }  // namespace

@@ -146,9 +146,11 @@ TEST(Dsnot, SkipsMlpLayersAndMovesTheExpectedOutputTowardZero) {
   EXPECT_FALSE(make_method("dsnot", {{"skip_layer", "none"}})->solve(p, pattern).W.equal(wanda));
 }
 
-// update_threshold is in the reference's units: a row's e summed over one calibration sequence, T / sequences
-// times the per-token e that alps computes. With every row's per-token |e| below the threshold, sequences of one
-// token each (sequences = T) stop every row at once, and one sequence of all T tokens lets the swaps run.
+// update_threshold is in the reference's units (github.com/zyxxmu/DSnoT; the commit read was not recorded, and this
+// holds at commit 4c029dfa66cae3dba7f4a77c78a524e272fc638c): a row's e summed over one calibration sequence,
+// T / sequences times the per-token e that alps computes. With every row's per-token |e| below the threshold,
+// sequences of one token each (sequences = T) stop every row at once, and one sequence of all T tokens lets the
+// swaps run.
 TEST(Dsnot, ThresholdAppliesToTheExpectedOutputOfOneSequence) {
   LayerProblem p = make_synthetic_problem(test::small_options(7, 64, 128, 800));
   p.name = "model.layers.0.self_attn.o_proj";

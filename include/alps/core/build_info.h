@@ -19,6 +19,8 @@ struct BuildInfo {
   int cuda_devices = 0;
   std::string blas;  ///< shared BLAS library actually loaded (resolved path), or what libtorch was built with
   ThreadSettings threads;  ///< the cores alps uses and each thread pool's share
+  std::string data_dir;         ///< the data directory used without --data-dir (alps::find_data_dir)
+  std::string data_dir_origin;  ///< why that one
 };
 
 BuildInfo build_info();

@@ -10,7 +10,7 @@ namespace alps {
 bool fault_enabled(std::string_view name);
 
 /// Kills the process with SIGKILL when "crash:<name>" (first time reached) or "crash:<name>@<k>" (k-th time) is
-/// listed in $ALPS_TEST_FAULT.
+/// listed in $ALPS_TEST_FAULT; raises SIGINT (a Ctrl-C) for "interrupt:<name>" or "interrupt:<name>@<k>".
 void crash_point(std::string_view name);
 
 }  // namespace alps

@@ -1,6 +1,6 @@
 #pragma once
 // Evaluation datasets by name or path (docs/pipeline.md). Names resolve under the data directory (--data-dir, else
-// $ALPS_DATA_DIR, else ../shared/data: alps::data_dir):
+// $ALPS_DATA_DIR, else the directory alps was built or installed with: alps::data_dir):
 //   wikitext2    text/wikitext2/wikitext-2-raw-v1.test.hf_joined.txt (the HF test rows joined with "\n\n")
 //   ptb          text/ptb/ptb.test.txt, lines stripped and joined with " " (HF ptb_text_only + " ".join)
 //   c4           text/c4/c4-validation.00000-of-00008.json[.gz]: the first 1100 documents joined with " ", then the
@@ -26,7 +26,10 @@ struct Dataset {
   DatasetKind kind = DatasetKind::kText;
 };
 
-/// Names the file a dataset spec refers to; a missing file is an error naming the path that was expected.
+/// The dataset names resolve_dataset knows.
+std::vector<std::string> dataset_names();
+/// Names the file a dataset spec refers to; a missing file is an error naming the path that was expected (and the
+/// data directory it was looked for in); a spec that is neither a name nor a file is a usage error.
 Dataset resolve_dataset(const std::string& spec, const std::filesystem::path& data_dir);
 /// The evaluation text (empty text is an error).
 std::string load_dataset_text(const Dataset& dataset);

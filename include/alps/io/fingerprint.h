@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace alps::io {
@@ -13,6 +14,9 @@ namespace alps::io {
 /// {"bytes", "mtime_ns", "hash"} of one file; `header_only` hashes a safetensors file's 8-byte length and JSON header
 /// and adds "hashed": "header".
 nlohmann::json fingerprint_file(const std::filesystem::path& file, bool header_only = false);
+
+/// 16 hex digits of a 64-bit hash of `text` (FNV-1a, as the file fingerprints use): a name for a cache entry.
+std::string fingerprint_text(std::string_view text);
 
 /// {file name: fingerprint} for every file of a checkpoint directory that loading the model or its tokenizer can
 /// read (*.json, *.safetensors, *.model, *.txt); other files (a README, notes) may change without consequence.

@@ -56,8 +56,9 @@ class CausalLM {
   void set_compute(c10::Device device, c10::ScalarType dtype);
   c10::Device compute_device() const;
   c10::ScalarType compute_dtype() const;
-  /// Makes all weights resident on the compute device (evaluation, generation).
+  /// Makes all weights resident on the compute device (evaluation, generation) / drops every resident copy.
   void load_all();
+  void unload_all();
   /// Makes block i resident / drops its resident copy. A forward on a non-resident block copies it for that call.
   void load_block(int64_t i);
   void unload_block(int64_t i);
@@ -94,8 +95,6 @@ class CausalLM {
   /// Number of stored parameters (tied weights counted once).
   int64_t num_parameters() const;
 
-  /// All checkpoint tensor names, sorted.
-  std::vector<std::string> tensor_names() const;
   /// Host tensor in the checkpoint's dtype.
   at::Tensor tensor(const std::string& name) const;
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).

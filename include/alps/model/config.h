@@ -51,6 +51,11 @@ struct ModelConfig {
   /// Longest token sequence a forward accepts: max_positions, except with dynamic RoPE scaling, which exists to
   /// run beyond it (the frequencies are rescaled for the length of each forward).
   int64_t max_sequence_length() const;
+  /// The window of calibration and evaluation when none is given: kProtocolWindow, or max_positions when the model
+  /// has fewer.
+  int64_t default_window() const;
+  /// The window of the pruning literature's protocol (SparseGPT, Wanda, ALPS: 2048 tokens).
+  static constexpr int64_t kProtocolWindow = 2048;
   /// Sliding window of layer i (0 = none).
   int64_t window_of_layer(int64_t i) const;
 };

@@ -13,7 +13,8 @@ namespace alps::pipeline {
 
 class LayerStats {
  public:
-  /// `dtype`: accumulation precision of G (fp32 as the reference, or fp64).
+  /// `dtype`: accumulation precision of G (fp32, as mazumder-lab/ALPS at commit 8af9e6b and IST-DASLab/sparsegpt at
+  /// commit 147d215 accumulate it, or fp64).
   LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype);
   /// Adds inputs x [..., seq, in] (any float dtype, on any device): each slice [seq, in] is one calibration
   /// sequence (a [in] vector one token).

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "alps/prune/pattern.h"
+
 namespace alps::pipeline {
 
 /// Per-layer override: applies to linears whose full name (e.g. "model.layers.3.mlp.down_proj") matches the
@@ -17,20 +19,20 @@ struct LayerRule {
   std::string match;
   std::optional<bool> skip;  ///< true leaves the matched linears dense, false prunes them after all
   std::optional<std::string> method;
-  std::optional<std::string> pattern;  ///< "0.6" or "2:4"
+  std::optional<prune::Pattern> pattern;
   std::optional<std::string> refine;
   nlohmann::json options = nlohmann::json::object();  ///< merged over the method options
 };
 
 struct Recipe {
   std::string method = "alps";
-  std::string pattern;  ///< "0.7" (unstructured sparsity) or "N:M"; required
+  std::optional<prune::Pattern> pattern;  ///< unstructured sparsity or N:M; required
   std::string refine = "none";
   int64_t refine_iterations = 10;  ///< PCG iterations of refine "pcg" (ALPS's own refit is its option)
   nlohmann::json options = nlohmann::json::object();  ///< method constants (make_method options)
   std::string calib = "c4";
   int64_t nsamples = 128;
-  int64_t seqlen = 2048;
+  int64_t seqlen = 0;  ///< 0: the model's default window (model::ModelConfig::default_window)
   uint64_t seed = 0;
   std::vector<std::string> skip;  ///< globs of linears left dense
   std::vector<LayerRule> overrides;
@@ -61,6 +63,9 @@ struct RecipeKnob {
   bool zero_means_default = false;            ///< 0 is allowed too, meaning "the default"
   /// What is wrong with a string knob's value, "" if nothing (names read elsewhere: devices, dtypes).
   std::string (*problem)(std::string_view) = nullptr;
+  /// Whether the pruned weights depend on it. Those that do not (where and in what batches the passes run, which
+  /// changes rounding only; the evaluation after pruning) may change when an interrupted run is resumed.
+  bool affects_result = true;
   /// "calibration.nsamples" or "batch_size": how errors and documents name it.
   std::string path() const { return calibration ? "calibration." + key : key; }
 };
@@ -75,11 +80,16 @@ Recipe recipe_from_json(const nlohmann::json& j, const std::string& origin);
 Recipe load_recipe(const std::filesystem::path& path);
 nlohmann::json recipe_to_json(const Recipe& r);
 
+/// Names `method` for the whole recipe. Method constants belong to the method they were given for: a new method drops
+/// the recipe's options, and those of rules that keep the recipe's method (plan_for applies the same rule to a rule
+/// that names its own method).
+void set_method(Recipe& r, const std::string& method);
+
 /// What to do with one linear after applying skip globs and overrides.
 struct LayerPlan {
   bool skip = false;
   std::string method;
-  std::string pattern;
+  std::optional<prune::Pattern> pattern;
   std::string refine;
   nlohmann::json options;
 };

@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "alps/pipeline/recipe.h"
 
 namespace alps::pipeline {
 
@@ -25,6 +28,9 @@ class StateDir {
  public:
   explicit StateDir(std::filesystem::path dir) : dir_(std::move(dir)) {}
 
+  /// Called with next_block as soon as a state.json naming it is in place (what a run interrupted from then on
+  /// resumes from).
+  void on_saved(std::function<void(int64_t next_block)> f) { on_saved_ = std::move(f); }
   /// Saves the state reached before block `s.next_block`: that block's predecessor's pruned weights (none when
   /// next_block is 0), the inputs of block next_block, then state.json; then removes what it superseded.
   void save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
@@ -41,10 +47,17 @@ class StateDir {
   std::filesystem::path inputs_file(int64_t b) const;
   void remove_unreferenced(int64_t next_block) const;
   std::filesystem::path dir_;
+  std::function<void(int64_t)> on_saved_;
 };
 
-/// One line per field in which two resume keys differ, naming it ("recipe field \"pattern\": ...",
-/// "model file config.json: content changed", ...). Empty when they match.
+/// What must be the same for a continuation to equal an uninterrupted run: the recipe's knobs that change the result
+/// (RecipeKnob::affects_result; the evaluation after pruning neither), the model files and the calibration text.
+/// `calibration` is the resolved source, or empty when the run reads none or it cannot be found any more.
+nlohmann::json resume_key(const Recipe& r, const std::filesystem::path& model_dir,
+                          const std::filesystem::path& calibration);
+
+/// One line per field in which two resume keys differ, naming it as the user gives it ("--sparsity/--pattern
+/// (recipe \"pattern\"): ...", "model file config.json: content changed", ...). Empty when they match.
 std::vector<std::string> resume_key_differences(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace alps::pipeline

@@ -20,6 +20,7 @@ struct PruneJob {
   bool resume = false;                   ///< continue from the state saved in out_dir
   int64_t stop_after = -1;               ///< prune at most this many blocks in this run, then stop resumably
   std::filesystem::path dump_problems;   ///< when set, every layer problem is written there (solve-layer format)
+  bool eval_dense = false;               ///< evaluate the input model as --eval evaluates the pruned one (cached)
 };
 
 /// Runs the job after checking everything that can be checked before any work (recipe, pattern against every

@@ -30,6 +30,9 @@ class Method {
   virtual std::string_view name() const = 0;
   /// Returns W whose support is allowed by `pattern`; never modifies `problem`.
   virtual Solution solve(const LayerProblem& problem, const Pattern& pattern) const = 0;
+  /// Whether solve() reads the calibration statistics (G, mean, tokens); a method that reads only W0 is given a
+  /// problem without them when the run has no calibration data.
+  virtual bool needs_statistics() const { return true; }
 };
 
 /// Solution::stats on one line: "iterations 33, rho 0.717" (integers as they are, other numbers to 3 digits).

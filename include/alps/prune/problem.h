@@ -41,6 +41,8 @@ void save_problem(const std::filesystem::path& path, const LayerProblem& problem
 /// Checks shapes (W0 [out,in], G [in,in], mean [in]), devices and that W0, G, mean are finite; `what` prefixes
 /// the message (e.g. the method name).
 void check_problem(const LayerProblem& problem, const std::string& what);
+/// The part of check_problem about W0 alone (a non-empty finite [out, in] matrix), for methods that read nothing else.
+void check_weight(const LayerProblem& problem, const std::string& what);
 
 /// Refuses a gram that no rounding of a true Gram matrix sum_t x_t x_t^T explains: non-finite, asymmetric beyond
 /// the rounding bound of `tokens` products in its dtype, or not positive semi-definite (Cholesky of G + tau I, the

@@ -16,7 +16,7 @@ struct LayerResult {
   at::Tensor W;                             ///< after the refit (solution.W when none)
   double seconds = 0;                       ///< method solve, device work finished
   double refine_seconds = 0;
-  double rel_error = 0;                     ///< of solution.W (docs/algorithms.md)
+  std::optional<double> rel_error;          ///< of solution.W (docs/algorithms.md); unset without statistics
   std::optional<double> rel_error_refined;  ///< of W, when a refit ran
   double sparsity = 0;                      ///< achieved fraction of zeros in W
 };
@@ -26,5 +26,8 @@ struct LayerResult {
 /// violated) and measures. Negative or non-finite errors are alps::Error (relative_error).
 LayerResult solve_layer(const Method& method, const LayerProblem& problem, const Pattern& pattern, Refine refine,
                         const PcgOptions& pcg = {}, const std::string& source = "");
+/// A method that reads only the weight (Method::needs_statistics() false) on a problem that holds no statistics:
+/// solves, checks W against `pattern` and measures its sparsity; no error can be measured without them.
+LayerResult solve_layer_without_statistics(const Method& method, const LayerProblem& problem, const Pattern& pattern);
 
 }  // namespace alps::prune

@@ -23,8 +23,6 @@ struct SyntheticOptions {
 
 /// X [tokens, in] (fp32, CPU), deterministic in options.seed; make_synthetic_problem() uses exactly these inputs.
 at::Tensor make_synthetic_inputs(const SyntheticOptions& options);
-/// Indices of the outlier features (int64, CPU) for options.
-at::Tensor synthetic_outlier_features(const SyntheticOptions& options);
 /// (W0, G = X^T X, mean, T) from make_synthetic_inputs(); fp32 on CPU, name "synthetic".
 LayerProblem make_synthetic_problem(const SyntheticOptions& options);
 

@@ -19,7 +19,8 @@ struct LayerReport {
   std::string pattern;
   std::string refine;
   double sparsity = 0;                       ///< achieved fraction of zeros
-  double rel_error = 0;                      ///< of the method's own weights (docs/algorithms.md)
+  /// Of the method's own weights (docs/algorithms.md); unset when the run had no calibration data to measure it.
+  std::optional<double> rel_error;
   std::optional<double> rel_error_refined;   ///< after the refit, when one ran
   double seconds = 0;                        ///< method solve
   double refine_seconds = 0;
@@ -38,6 +39,8 @@ struct RunReport {
   std::vector<LayerReport> layers;
   std::map<std::string, double> phase_seconds;  ///< calibration, statistics, solve, pruned_forward, save, eval
   nlohmann::json eval = nlohmann::json::array();
+  /// The same evaluation of the unpruned input model (--eval-dense), empty when not asked for.
+  nlohmann::json eval_dense = nlohmann::json::array();
   nlohmann::json extra = nlohmann::json::object();  ///< memory estimate, calibration details
   /// Every file alps wrote into the output directory besides the report ({"name", "bytes"}): what a later
   /// --overwrite may replace; anything else found there is the user's and stops it.
@@ -48,6 +51,8 @@ nlohmann::json to_json(const LayerReport& r);
 LayerReport layer_from_json(const nlohmann::json& j);
 /// The full document, with software (alps, libtorch, BLAS, threads) and hardware (CPU, memory, CUDA) added.
 nlohmann::json to_json(const RunReport& r);
+/// One line: what the layers were pruned with, how many, and the sparsity over all linear layers.
+std::string pruning_description(const RunReport& r);
 /// Multi-line summary: overall sparsity, mean error per linear kind, slowest layers, totals, evaluation.
 std::string summary_text(const RunReport& r);
 

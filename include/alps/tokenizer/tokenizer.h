@@ -32,4 +32,12 @@ class Tokenizer {
 /// tokenizer_config.json / config.json. Throws naming the directory when none is usable.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir);
 
+/// The text `generated` adds after `prompt`: the decode of both minus the decode of the prompt, since a piece's text
+/// depends on what precedes it (SentencePiece drops the space of a leading "▁" piece: "Once upon" + "a time" alone
+/// would read "Once upona time"); the continuation decoded alone where the prompt's decode is not a prefix (a
+/// character split across the boundary). Ids beyond the vocabulary (an embedding padded past it, picked by a badly
+/// pruned model) have no text: they are left out, with a warning, as transformers' fast tokenizers do.
+std::string continuation_text(const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
+                              const std::vector<int64_t>& generated);
+
 }  // namespace alps::tokenizer

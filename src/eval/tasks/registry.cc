@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "alps/core/error.h"
+#include "alps/core/suggest.h"
 #include "alps/io/text_files.h"
 #include "eval/tasks/builders.h"
 
@@ -43,12 +44,16 @@ std::string task_names() {
 
 std::string task_name_problem(std::string_view name) {
   if (name == "all" || find_task(std::string(name)) != nullptr) return "";
-  return "unknown task '" + std::string(name) + "' (known: " + task_names() + ", or all)";
+  std::vector<std::string> names;
+  for (const TaskSpec& t : task_registry()) names.push_back(t.name);
+  return "unknown task '" + std::string(name) + "' (known: " + task_names() + ", or all)" + did_you_mean(name, names);
 }
 
 std::vector<TaskDoc> load_task_docs(const TaskSpec& task, const std::filesystem::path& file, int64_t limit) {
   ALPS_CHECK(std::filesystem::is_regular_file(file), "task ", task.name, ": expected file ", file.string(),
-             " does not exist");
+             " does not exist; the zero-shot task sets do not ship with alps (README.md, the optional data "
+             "directory): --data-dir DIR or $ALPS_DATA_DIR names a data directory holding eval/, `alps eval "
+             "--task-data DIR` a directory of task files");
   std::istringstream in(io::read_text_file(file));
   std::vector<TaskDoc> docs;
   std::string line;

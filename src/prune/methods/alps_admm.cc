@@ -20,6 +20,8 @@
 namespace alps::prune {
 
 namespace {
+// "The reference" in this file (help texts included) is the authors' code, github.com/mazumder-lab/ALPS at commit
+// 8af9e6b5c8b1b06a028bde6065e5c38829df3a19 (docs/benchmarks.md).
 const io::OptionTable<AlpsOptions>& alps_options() {
   using O = AlpsOptions;
   static const auto table =

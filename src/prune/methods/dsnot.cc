@@ -13,6 +13,8 @@
 namespace alps::prune {
 
 namespace {
+// "The reference" in this file is the authors' code, github.com/zyxxmu/DSnoT; the commit read was not recorded, and
+// what is said of it here holds at commit 4c029dfa66cae3dba7f4a77c78a524e272fc638c.
 const io::OptionTable<DsnotOptions>& dsnot_options() {
   using O = DsnotOptions;
   static const auto table =

@@ -15,7 +15,11 @@ MagnitudeOptions magnitude_options_from_json(const nlohmann::json& j) {
 }
 
 Solution Magnitude::solve(const LayerProblem& problem, const Pattern& pattern) const {
-  check_problem(problem, "magnitude");
+  // W0 is all it reads; statistics, when a problem carries them, must still be valid ones.
+  if (problem.G.defined())
+    check_problem(problem, "magnitude");
+  else
+    check_weight(problem, "magnitude");
   pattern.check_shape(problem.rows(), problem.cols());
   at::Tensor W0 = problem.W0.to(at::kFloat);
   if (pattern.is_dense()) return {W0.clone()};

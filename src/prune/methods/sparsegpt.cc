@@ -13,6 +13,8 @@
 namespace alps::prune {
 
 namespace {
+// "The reference" in this file (help texts included) is the authors' code, github.com/IST-DASLab/sparsegpt at commit
+// 147d2159dc4f3e9f73e47b32c04d7b3708f44436 (docs/benchmarks.md).
 const io::OptionTable<SparseGptOptions>& sparsegpt_options() {
   using O = SparseGptOptions;
   static const auto table =

@@ -1,6 +1,7 @@
 #pragma once
 // ALPS (docs/algorithms.md; paper Algorithms 1 and 2): ADMM with the rho schedule on the scaled problem, then
-// masked PCG.
+// masked PCG. "The reference" below is the authors' code, github.com/mazumder-lab/ALPS at commit
+// 8af9e6b5c8b1b06a028bde6065e5c38829df3a19 (the one docs/benchmarks.md compares with).
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -47,7 +48,6 @@ class RhoSchedule {
   /// last check and `kept` = k; updates rho and says what the ADMM loop does next.
   Action check(int64_t iteration, int64_t changed, int64_t kept);
   double rho() const { return rho_; }
-  bool increased() const { return increased_; }
 
  private:
   AlpsOptions o_;

@@ -16,6 +16,7 @@ class Magnitude final : public Method {
   explicit Magnitude(MagnitudeOptions options = {}) {}
   std::string_view name() const override { return "magnitude"; }
   Solution solve(const LayerProblem& problem, const Pattern& pattern) const override;
+  bool needs_statistics() const override { return false; }
 };
 
 std::unique_ptr<Method> make_magnitude(const nlohmann::json& options);

@@ -1,0 +1,75 @@
+#pragma once
+// What an `alps prune` run will do, checked and typed before any work: the recipe's names and texts resolved once
+// (device, dtypes, windows) and every linear's job (method built, pattern checked against its shape). Building the
+// plan is the validation: a bad pattern or option stops the run at once instead of hours in.
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "alps/pipeline/recipe.h"
+#include "alps/prune/method.h"
+#include "alps/prune/pattern.h"
+#include "alps/prune/refit.h"
+
+namespace alps::model {
+class CausalLM;
+}
+
+namespace alps::pipeline {
+
+/// What happens to one linear.
+struct LayerJob {
+  std::string weight;  ///< checkpoint tensor name
+  std::string name;    ///< without ".weight", what globs match
+  bool skip = false;
+  std::string method;                     ///< its name, for the report
+  const prune::Method* solver = nullptr;  ///< owned by the RunPlan
+  std::optional<prune::Pattern> pattern;  ///< set unless skipped
+  prune::Refine refine = prune::Refine::kNone;
+  /// Whether the solve reads calibration statistics (the method's, or a refit's).
+  bool needs_statistics() const { return !skip && (solver->needs_statistics() || refine != prune::Refine::kNone); }
+};
+
+class RunPlan {
+ public:
+  /// Checks `r` against the model `m` and builds every linear's job; throws alps::UsageError naming the flag (or the
+  /// layer, for what one layer's shape or an override makes wrong) and alps::Error for what the model cannot do.
+  RunPlan(const model::CausalLM& m, const Recipe& r);
+  RunPlan(const RunPlan&) = delete;
+  RunPlan& operator=(const RunPlan&) = delete;
+
+  const std::vector<LayerJob>& block(int64_t b) const { return blocks_.at(static_cast<size_t>(b)); }
+  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+
+  c10::Device device{c10::kCPU};           ///< --device, resolved
+  c10::ScalarType dtype = c10::kFloat;      ///< of the forward passes
+  c10::ScalarType stats_dtype = c10::kFloat;
+  bool stats_on_host = false;              ///< --stats-device cpu: the Gram matrices accumulate on the host
+  c10::Device stats_device{c10::kCPU};     ///< where they accumulate: the host, or the compute device
+  int64_t seqlen = 0;                       ///< calibration window, the default resolved
+  int64_t eval_seqlen = 0;                  ///< evaluation window, the default resolved
+  /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
+  bool needs_calibration = false;
+
+ private:
+  LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight);
+  const prune::Method& method(const std::string& name, const nlohmann::json& options);
+
+  std::map<std::string, std::unique_ptr<prune::Method>> methods_;
+  std::vector<std::vector<LayerJob>> blocks_;
+};
+
+/// The recipe with what "the default" stood for written in: the windows the plan resolved. Reports and the resume
+/// key hold this one, so that a run resumes whether or not its command named the default.
+Recipe resolved_recipe(const Recipe& r, const RunPlan& plan);
+
+/// Warns about skip globs and override matches that match no linear of `m` (almost always typos).
+void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r);
+
+}  // namespace alps::pipeline

@@ -1,0 +1,103 @@
+#include "alps/pipeline/memory_estimate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "alps/core/device_memory.h"
+#include "alps/core/host_allocator.h"
+#include "alps/model/causal_lm.h"
+
+namespace alps::pipeline {
+
+using json = nlohmann::json;
+
+namespace {
+
+int64_t element_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elementSize(t)); }
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
+
+// Peak resident set size of this process (VmHWM).
+double peak_rss_gib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1 << 20);  // kB
+  }
+  return 0;
+}
+
+}  // namespace
+
+json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& plan) {
+  const auto& cfg = m.config();
+  const int64_t act = element_bytes(plan.dtype);
+  // A block's outputs overwrite its inputs batch by batch: one set of activations (none without calibration).
+  int64_t activations = plan.needs_calibration ? r.nsamples * plan.seqlen * cfg.hidden_size * act : 0;
+  // For a GPU they are page-locked, and libtorch's pinned allocator hands out blocks rounded up to a power of two
+  // (5 GiB for a 5120-wide model at 128 x 2048 in fp32 takes 8).
+  if (plan.device.is_cuda() && activations > 0) {
+    int64_t block = 1;
+    while (block < activations) block *= 2;
+    activations = block;
+  }
+  int64_t block_weights = 0;
+  int64_t stats = 0;
+  int64_t max_in = 0, max_weight = 0;
+  for (const auto& linear : m.linear_names()) {
+    const auto w = m.tensor(m.weight_name(0, linear));
+    block_weights += w.numel() * act;
+    if (plan.needs_calibration) stats += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);
+    max_in = std::max(max_in, w.size(1));
+    max_weight = std::max(max_weight, w.numel());
+  }
+  // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates;
+  // a method that reads only the weights, a few fp32 copies of the largest one (its magnitudes, its mask).
+  const int64_t solver = plan.needs_calibration ? 4 * max_in * max_in * 8 : 4 * max_weight * 4;
+  // One batch's activations, and on a GPU the scores of one batched attention step beside them.
+  const int64_t batch =
+      plan.needs_calibration
+          ? r.batch_size * plan.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4 +
+                (plan.device.is_cuda() ? m.attention_scores_bytes(r.batch_size, plan.seqlen, plan.dtype) : 0)
+          : 0;
+  const int64_t device_stats = plan.stats_on_host ? 0 : stats;
+  // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
+  // at most about one more batch of activations, until the pass ends.
+  const int64_t reuse = plan.device.is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
+  return {{"host_activations_gib", gib(activations)},
+          {"host_buffer_reuse_gib_at_most", gib(reuse)},
+          {"device_total_gib_at_most", gib(block_weights + device_stats + solver + batch)},
+          {"device_block_weights_gib", gib(block_weights)},
+          {"device_statistics_gib_at_most", gib(device_stats)},
+          {"host_statistics_gib_at_most", gib(stats - device_stats)},
+          {"device_solver_gib", gib(solver)},
+          {"device_batch_activations_gib", gib(batch)},
+          {"formula",
+           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
+           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
+           "fp64; without calibration data ~4 fp32 copies of the largest weight) + batch activations (with one "
+           "batched attention step's scores; none without calibration data)"}};
+}
+
+void log_memory_estimate(const json& est, const c10::Device& device) {
+  spdlog::info("memory estimate: host activations {:.2f} GiB (+ reused buffers <= {:.2f} GiB); {} at most {:.2f} "
+               "GiB: block weights {:.2f} GiB + statistics {:.2f} GiB + solver {:.2f} GiB + batch {:.2f} GiB",
+               est["host_activations_gib"].get<double>(), est["host_buffer_reuse_gib_at_most"].get<double>(),
+               device.str(), est["device_total_gib_at_most"].get<double>(),
+               est["device_block_weights_gib"].get<double>(), est["device_statistics_gib_at_most"].get<double>(),
+               est["device_solver_gib"].get<double>(), est["device_batch_activations_gib"].get<double>());
+}
+
+void record_peak_memory(json& extra, const c10::Device& device) {
+  extra["peak_rss_gib"] = peak_rss_gib();
+  const auto peak = device_peak_bytes(device);
+  if (!peak) return;
+  auto& est = extra["memory_estimate"];
+  est["device_peak_gib_measured"] = gib(*peak);
+  spdlog::info("{} memory: peak {:.2f} GiB allocated by tensors (estimated at most {:.2f} GiB)", device.str(),
+               gib(*peak), est["device_total_gib_at_most"].get<double>());
+}
+
+}  // namespace alps::pipeline

@@ -1,0 +1,123 @@
+#include "alps/pipeline/run_plan.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "alps/core/device.h"
+#include "alps/core/error.h"
+#include "alps/model/causal_lm.h"
+
+namespace alps::pipeline {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string strip_weight(const std::string& name) {
+  const std::string suffix = ".weight";
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
+             ? name.substr(0, name.size() - suffix.size())
+             : name;
+}
+
+std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
+  std::vector<std::string> names;
+  for (int64_t b = 0; b < m.num_blocks(); ++b)
+    for (const auto& linear : m.linear_names()) names.push_back(strip_weight(m.weight_name(b, linear)));
+  return names;
+}
+
+}  // namespace
+
+RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
+  check_recipe(r, "recipe");
+  device = resolve_device(r.device);
+  dtype = parse_dtype(r.dtype);
+  stats_dtype = parse_dtype(r.stats_dtype);
+  stats_on_host = r.stats_device == "cpu";
+  stats_device = stats_on_host ? c10::Device(c10::kCPU) : device;
+  ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "--dtype ", r.dtype,
+             " needs a CUDA device; use fp32 on the CPU");
+  const auto& cfg = m.config();
+  seqlen = r.seqlen > 0 ? r.seqlen : cfg.default_window();
+  eval_seqlen = r.eval_seqlen > 0 ? r.eval_seqlen : cfg.default_window();
+  ALPS_CHECK(seqlen <= cfg.max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", cfg.max_positions,
+             " positions");
+  ALPS_CHECK(eval_seqlen <= cfg.max_sequence_length(), "--eval-seqlen ", eval_seqlen, " exceeds the model's ",
+             cfg.max_positions, " positions");
+  // The recipe's own method and constants are checked once, named as the user gave them (--method, --option); what
+  // an override gives one layer is checked with that layer's name below.
+  (void)method(r.method, r.options);
+  for (int64_t b = 0; b < m.num_blocks(); ++b) {
+    std::vector<LayerJob> jobs;
+    for (const auto& linear : m.linear_names()) {
+      jobs.push_back(make_job(m, r, m.weight_name(b, linear)));
+      needs_calibration = needs_calibration || jobs.back().needs_statistics();
+    }
+    blocks_.push_back(std::move(jobs));
+  }
+}
+
+LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight) {
+  LayerJob j;
+  j.weight = weight;
+  j.name = strip_weight(weight);
+  const LayerPlan plan = plan_for(r, j.name);
+  j.skip = plan.skip;
+  if (j.skip) return j;
+  if (!plan.pattern) {
+    const bool some_rule_has_one =
+        std::any_of(r.overrides.begin(), r.overrides.end(), [](const LayerRule& o) { return o.pattern.has_value(); });
+    ALPS_USAGE_CHECK(some_rule_has_one, "no sparsity or pattern given: pass --sparsity S (e.g. 0.7) or --pattern N:M "
+                     "(e.g. 2:4)");
+    ALPS_USAGE_FAIL("the recipe's overrides give a sparsity or pattern to some layers but not to ", j.name,
+                    ": pass --sparsity S or --pattern N:M for the others");
+  }
+  try {
+    j.pattern = plan.pattern;
+    const auto& w = m.tensor(weight);
+    j.pattern->check_shape(w.size(0), w.size(1));
+    j.method = plan.method;
+    j.solver = &method(plan.method, plan.options);
+    j.refine = prune::parse_refine(plan.refine);
+  } catch (const UsageError& e) {
+    ALPS_USAGE_FAIL(j.name, ": ", e.what());
+  } catch (const Error& e) {
+    ALPS_FAIL(j.name, ": ", e.what());
+  }
+  return j;
+}
+
+// Methods are built once per (name, options): ALPS and DSnoT carry configuration only, no per-layer state.
+const prune::Method& RunPlan::method(const std::string& name, const json& options) {
+  const std::string key = name + options.dump();
+  auto it = methods_.find(key);
+  if (it == methods_.end()) it = methods_.emplace(key, prune::make_method(name, options)).first;
+  return *it->second;
+}
+
+Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
+  Recipe out = r;
+  out.seqlen = plan.seqlen;
+  out.eval_seqlen = plan.eval_seqlen;
+  return out;
+}
+
+// The user meant to keep something dense or to treat it differently, and the run would silently do neither.
+void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
+  const std::vector<std::string> names = linear_layer_names(m);
+  auto unmatched = [&names](const std::string& glob) {
+    return std::none_of(names.begin(), names.end(), [&glob](const std::string& n) { return glob_match(glob, n); });
+  };
+  for (const auto& g : r.skip)
+    if (unmatched(g))
+      spdlog::warn("skip glob '{}' matches no linear layer of this model (they are named like '{}'): nothing is left "
+                   "dense because of it", g, names.front());
+  for (const auto& rule : r.overrides)
+    if (unmatched(rule.match))
+      spdlog::warn("override match '{}' matches no linear layer of this model (they are named like '{}'): it changes "
+                   "nothing", rule.match, names.front());
+}
+
+}  // namespace alps::pipeline
