@@ -19,4 +19,11 @@ built_in=$(cat .device/source-dir 2>/dev/null || true)
 if [ -n "$built_in" ] && [ "$built_in" != "$repo" ] && [ ! -e "$built_in" ]; then
   mkdir -p "$(dirname "$built_in")" && ln -s "$repo" "$built_in"
 fi
+# The data directory fixed in the binary is the build machine's; here it is the one beside the repository, else the
+# data the repository ships.
+if [ -z "${ALPS_DATA_DIR:-}" ]; then
+  ALPS_DATA_DIR="$repo/tests/data/real"
+  [ -d "$repo/../shared/data" ] && ALPS_DATA_DIR="$repo/../shared/data"
+  export ALPS_DATA_DIR
+fi
 exec "$@"
