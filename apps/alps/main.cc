@@ -196,15 +196,12 @@ CLI::Validator n_m_text() {
 }
 
 CLI::Validator one_of(const std::vector<std::string>& choices) {
-  std::string listed, braced;
-  for (const auto& c : choices) {
-    listed += (listed.empty() ? "" : ", ") + c;
-    braced += (braced.empty() ? "" : ",") + c;
-  }
+  std::string braced;  // as CLI11 writes a set in --help
+  for (const auto& c : choices) braced += (braced.empty() ? "" : ",") + c;
   return CLI::Validator(
-      [choices, listed](std::string& text) -> std::string {
+      [choices](std::string& text) -> std::string {
         if (std::find(choices.begin(), choices.end(), text) != choices.end()) return "";
-        return "'" + text + "' is not one of " + listed + did_you_mean(text, choices);
+        return "'" + text + "' is not one of " + join_names(choices) + did_you_mean(text, choices);
       },
       "{" + braced + "}");
 }
@@ -276,10 +273,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!runner) {
-      std::string names;
-      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::cerr << app.help() << "\nalps: a subcommand is required (" << names << "); `alps SUBCOMMAND --help` "
-                << "describes one\n";
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      std::cerr << app.help() << "\nalps: a subcommand is required (" << alps::join_names(names)
+                << "); `alps SUBCOMMAND --help` describes one\n";
       return 2;
     }
     return runner();

@@ -66,10 +66,8 @@ fs::path resolve_model_dir(const std::string& flag, const fs::path& data_dir) {
   for (const auto& e : fs::directory_iterator(models, ec))
     if (e.is_directory()) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  std::string listed;
-  for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
   ALPS_FAIL("--model ", flag, ": does not exist, nor is it a model of the data directory (", models.string(),
-            names.empty() ? " holds none" : " holds " + listed, ")", did_you_mean(flag, names));
+            names.empty() ? " holds none" : " holds " + join_names(names), ")", did_you_mean(flag, names));
 }
 
 void require_regular_file(const fs::path& path, const std::string& what) {

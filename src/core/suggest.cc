@@ -26,6 +26,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 std::string closest_name(std::string_view typed, const std::vector<std::string>& known) {
   const size_t allowed = std::max<size_t>(1, typed.size() / 3);
   std::string best;

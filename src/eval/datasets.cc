@@ -59,9 +59,7 @@ Dataset resolve_dataset(const std::string& spec, const fs::path& data_dir) {
   }
   const fs::path path(spec);
   ALPS_CHECK(!fs::is_directory(path), "dataset ", spec, " is a directory, expected a file");
-  std::string known;
-  for (const auto& n : dataset_names()) known += (known.empty() ? "" : ", ") + n;
-  ALPS_USAGE_CHECK(fs::is_regular_file(path), "unknown dataset '", spec, "': not one of ", known,
+  ALPS_USAGE_CHECK(fs::is_regular_file(path), "unknown dataset '", spec, "': not one of ", join_names(dataset_names()),
                    ", and no such file", did_you_mean(spec, dataset_names()));
   return {spec, path, io::is_json_records_name(path) ? DatasetKind::kJsonl : DatasetKind::kText};
 }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 
 #include "alps/core/error.h"
@@ -68,6 +69,16 @@ void StagedPath::commit(ExistingFile existing) {
   committed_ = true;
   fs::path dir = final_.parent_path();
   sync_path(dir.empty() ? fs::path(".") : dir);
+}
+
+void write_text_staged(const std::filesystem::path& path, const std::string& text, ExistingFile existing) {
+  StagedPath staged(path);
+  {
+    std::ofstream out(staged.temp());
+    out << text;
+    ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
+  }
+  staged.commit(existing);
 }
 
 }  // namespace alps::io

@@ -66,13 +66,9 @@ DenseEvaluation evaluate_dense(const fs::path& model_dir, model::CausalLM& m, co
   if (out.cache_file.empty()) return out;
   try {
     fs::create_directories(out.cache_file.parent_path());
-    io::StagedPath staged(out.cache_file);
-    {
-      std::ofstream f(staged.temp());
-      f << json{{"key", key}, {"results", out.results}}.dump(1) << "\n";
-      ALPS_CHECK(f.good(), "write error on ", staged.temp().string());
-    }
-    staged.commit(io::ExistingFile::kReplace);  // the cache is alps's own
+    // The cache is alps's own: an entry written meanwhile by another run holds the same results.
+    io::write_text_staged(out.cache_file, json{{"key", key}, {"results", out.results}}.dump(1) + "\n",
+                          io::ExistingFile::kReplace);
   } catch (const std::exception& e) {
     spdlog::warn("the dense model's evaluation could not be cached in {} ({}); the run goes on",
                  out.cache_file.string(), e.what());

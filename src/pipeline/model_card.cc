@@ -53,7 +53,7 @@ std::string model_card_with_note(const std::string& text, const report::RunRepor
   return card.substr(0, at) + n + (at < card.size() ? "\n" + card.substr(at) : "");
 }
 
-bool note_pruning_in_model_card(const fs::path& dir, const report::RunReport& report) {
+void note_pruning_in_model_card(const fs::path& dir, const report::RunReport& report) {
   const fs::path path = dir / kModelCardFile;
   // Read as bytes: a card that is not UTF-8 keeps its bytes, and the run its checkpoint.
   std::string text;
@@ -65,7 +65,6 @@ bool note_pruning_in_model_card(const fs::path& dir, const report::RunReport& re
   std::ofstream out(path, std::ios::trunc);
   out << model_card_with_note(text, report);
   ALPS_CHECK(out.good(), "write error on ", path.string());
-  return true;
 }
 
 }  // namespace alps::pipeline

@@ -20,12 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string join(const std::vector<std::string>& xs) {
-  std::string out;
-  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
-
 // "sparsity": 0.7 and "pattern": "2:4" are both accepted (and "pattern": "0.7", as older recipes write it).
 std::optional<prune::Pattern> pattern_of(io::JsonFields& f, const std::string& where) {
   const json* sparsity = f.get("sparsity");
@@ -59,7 +53,7 @@ void switch_method(std::string& method, json& options, const std::string& to) {
 void check_choice(const std::optional<std::string>& value, const std::vector<std::string>& choices,
                   const std::string& where, const char* key) {
   ALPS_USAGE_CHECK(!value || std::find(choices.begin(), choices.end(), *value) != choices.end(), where, ": \"", key,
-                   "\" must be one of ", join(choices), ", got '", value.value_or(""), "'",
+                   "\" must be one of ", join_names(choices), ", got '", value.value_or(""), "'",
                    did_you_mean(value.value_or(""), choices));
 }
 
@@ -131,7 +125,7 @@ void check_recipe(const Recipe& r, const std::string& origin) {
           ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\": ", k.problem(value));
         if (k.choices.empty()) return;
         ALPS_USAGE_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
-                         k.path(), "\" must be one of ", join(k.choices), ", got '", value, "'",
+                         k.path(), "\" must be one of ", join_names(k.choices), ", got '", value, "'",
                          did_you_mean(value, k.choices));
       } else if constexpr (std::is_signed_v<T>) {
         if (!k.min || value >= *k.min || (k.zero_means_default && value == 0)) return;

@@ -23,15 +23,6 @@ namespace {
 constexpr int kStateFormat = 2;
 constexpr const char* kStateFile = "state.json";
 
-void write_text_staged(const fs::path& path, const std::string& text) {
-  io::StagedPath staged(path);
-  {
-    std::ofstream out(staged.temp());
-    out << text;
-    ALPS_CHECK(out.good(), "write error on ", staged.temp().string());
-  }
-  staged.commit(io::ExistingFile::kReplace);  // the state is alps's own, rewritten after every block
-}
 
 // "block-00003.safetensors" -> 3; -1 for any other name.
 int64_t numbered(const std::string& name, const std::string& prefix) {
@@ -61,13 +52,16 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
   // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
   io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
   crash_point("state-inputs-saved");
-  write_text_staged(dir_ / kStateFile, json{{"format", kStateFormat},
-                                            {"key", s.key},
-                                            {"next_block", s.next_block},
-                                            {"layers", s.layers},
-                                            {"phase_seconds", s.phase_seconds},
-                                            {"calibration", s.calibration}}
-                                           .dump(1));
+  // The state is alps's own, rewritten after every block.
+  io::write_text_staged(dir_ / kStateFile,
+                        json{{"format", kStateFormat},
+                             {"key", s.key},
+                             {"next_block", s.next_block},
+                             {"layers", s.layers},
+                             {"phase_seconds", s.phase_seconds},
+                             {"calibration", s.calibration}}
+                            .dump(1),
+                        io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
   crash_point("state-json-saved");
   remove_unreferenced(s.next_block);

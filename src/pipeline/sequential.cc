@@ -378,14 +378,12 @@ ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const St
 void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path staging = out.begin_staging();
-  const std::vector<std::string> written = m.write_files(staging);
-  if (note_pruning_in_model_card(staging, rep) &&
-      std::find(written.begin(), written.end(), kModelCardFile) == written.end())
-    rep.files.push_back({{"name", kModelCardFile}, {"bytes", 0}});
+  std::vector<std::string> written = m.write_files(staging);
+  note_pruning_in_model_card(staging, rep);
+  if (std::find(written.begin(), written.end(), kModelCardFile) == written.end()) written.push_back(kModelCardFile);
   for (const auto& name : written)
     if (name != kReportFile)  // an input that is itself an alps output: its report is replaced below
-      rep.files.push_back({{"name", name}, {"bytes", 0}});
-  for (auto& f : rep.files) f["bytes"] = static_cast<int64_t>(fs::file_size(staging / f["name"].get<std::string>()));
+      rep.files.push_back({{"name", name}, {"bytes", static_cast<int64_t>(fs::file_size(staging / name))}});
   rep.complete = true;
   rep.phase_seconds["save"] = seconds_since(t0);
   {

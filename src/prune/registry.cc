@@ -71,9 +71,8 @@ std::unique_ptr<Method> make_method(std::string_view name, const nlohmann::json&
       throw UsageError(e.what(), e.where());
     }
   }
-  std::string known;
-  for (const auto& n : method_names()) known += (known.empty() ? "" : ", ") + n;
-  ALPS_USAGE_FAIL("unknown pruning method '", name, "' (known: ", known, ")", did_you_mean(name, method_names()));
+  ALPS_USAGE_FAIL("unknown pruning method '", name, "' (known: ", join_names(method_names()), ")",
+                  did_you_mean(name, method_names()));
 }
 
 }  // namespace alps::prune

@@ -20,6 +20,20 @@ double finish_and_time(const at::Tensor& t, std::chrono::steady_clock::time_poin
   synchronize(t.device());
   return seconds_since(start);
 }
+
+// The method's own solve, timed; W is its output until a refit replaces it.
+void solve_timed(const Method& method, const LayerProblem& problem, const Pattern& pattern, LayerResult& r) {
+  const auto start = std::chrono::steady_clock::now();
+  r.solution = method.solve(problem, pattern);
+  r.seconds = finish_and_time(r.solution.W, start);
+  r.W = r.solution.W;
+}
+
+// The final W against the pattern (alps::Error if violated), and its fraction of zeros.
+void check_and_measure(const Method& method, const Pattern& pattern, LayerResult& r) {
+  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
+  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+}
 }  // namespace
 
 std::string stats_text(const nlohmann::json& stats) {
@@ -40,19 +54,15 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   if (!problem.gram_checked) check_gram(problem, source);
   warm_up(problem.W0.device());
   LayerResult r;
-  auto start = std::chrono::steady_clock::now();
-  r.solution = method.solve(problem, pattern);
-  r.seconds = finish_and_time(r.solution.W, start);
+  solve_timed(method, problem, pattern, r);
   r.rel_error = relative_error(problem, r.solution.W);
-  r.W = r.solution.W;
   if (refine != Refine::kNone) {
-    start = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
     r.W = refit(problem, r.solution.W, refine, pcg);
     r.refine_seconds = finish_and_time(r.W, start);
     r.rel_error_refined = relative_error(problem, r.W);
   }
-  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
-  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+  check_and_measure(method, pattern, r);
   return r;
 }
 
@@ -60,12 +70,8 @@ LayerResult solve_layer_without_statistics(const Method& method, const LayerProb
   ALPS_CHECK(!method.needs_statistics(), method.name(), " needs calibration statistics");
   check_weight(problem, std::string(method.name()));
   LayerResult r;
-  const auto start = std::chrono::steady_clock::now();
-  r.solution = method.solve(problem, pattern);
-  r.seconds = finish_and_time(r.solution.W, start);
-  r.W = r.solution.W;
-  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
-  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+  solve_timed(method, problem, pattern, r);
+  check_and_measure(method, pattern, r);
   return r;
 }
 

@@ -121,10 +121,6 @@ std::vector<std::string> phases_in_run_order(const std::map<std::string, double>
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Per linear kind (the name after the block index), which is how layer errors are usually compared.
 struct Kind {
   double error = 0, seconds = 0;

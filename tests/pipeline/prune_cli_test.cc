@@ -564,6 +564,8 @@ TEST(PruneCli, TheDenseModelsEvaluationSitsBesideThePrunedOne) {
   const auto reference = test::run_cli({"eval", "--model", model_dir().string(), "--ppl", text, "--seqlen", "64",
                                         "--max-windows", "3", "--json"});
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  // The same weights and windows through the same code, one window per forward in both: equal but for the last
+  // digits the JSON round trip of the cached figure may drop.
   EXPECT_NEAR(json::parse(reference.out)["results"][0]["perplexity"].get<double>(), dense, 1e-9 * dense);
 
   const auto second = test::run_cli(args("b"), cache);

@@ -1,5 +1,6 @@
 #pragma once
 #include <filesystem>
+#include <string>
 
 namespace alps::io {
 
@@ -31,5 +32,8 @@ class StagedPath {
   std::filesystem::path temp_;
   bool committed_ = false;
 };
+
+/// Writes `text` to `path` through a StagedPath: the file appears complete or not at all.
+void write_text_staged(const std::filesystem::path& path, const std::string& text, ExistingFile existing);
 
 }  // namespace alps::io
