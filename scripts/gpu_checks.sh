@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
-# The checks and measurements that need a GPU, as one prepared device call: a session lent a GPU machine builds
-# and packs here (scripts/setup.sh --cuda, scripts/pack_for_device.sh) and runs, with .device carried,
+# The checks and measurements that need a GPU, as one prepared device call of at most eight minutes: a session lent
+# a GPU machine builds and packs here (scripts/setup.sh --cuda, scripts/pack_for_device.sh) and runs, with .device
+# carried,
 #
 #   scripts/device_run.sh scripts/gpu_checks.sh [STEPS]          (device tool: timeout_s 600)
 #
 # STEPS (default all, in this order), each under its own time limit so that one that hangs leaves the rest theirs:
-#   machine  nvidia-smi and `alps --version` (15 s)
-#   tests    every test program of the CUDA build, the *_CUDA tests included, six at a time (210 s): each
-#            program's log and gtest XML, and the failed tests by name
+#   machine  nvidia-smi, `alps --version`, and the ceilings: product rates, copy bandwidths, factorizations (40 s)
+#   tests    the *_CUDA tests of every test program of the CUDA build, six programs at a time (60 s; `alltests`
+#            runs every test instead, 210 s): each program's log, and the failed tests by name
 #   layers   synthetic layer problems of LLaMA-2-7B's shapes (q/k/v/o 4096x4096, gate/up 11008x4096, down
-#            4096x11008; `alps make-problem`, 16384 tokens): ALPS and SparseGPT at 70% and 2:4 on the GPU, then
-#            both at 70% on the first shape on the CPU (one problem on both devices: the errors side by side) (140 s)
-#   prune    `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, 2 blocks, written by
+#            4096x11008; `alps make-problem`, 16384 tokens) on the GPU: ALPS at 70% with auto, cholesky and explicit B-updates
+#            (--option b_update=...; the split between factorization, ADMM and PCG from its debug log), ALPS 2:4 and
+#            SparseGPT 70% with the defaults; then ALPS and SparseGPT at 70% on the first shape on the CPU (one
+#            problem on both devices: the errors side by side) (90 s)
+#   prune7b  `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, 2 blocks, written by
 #            scripts/make_random_checkpoint.py with that machine's transformers), ALPS at 70%, 128 x 2048 tokens of
-#            the committed C4 excerpt: seconds per phase and block, the measured device peak against the printed
-#            estimate (140 s)
+#            the committed C4 excerpt: seconds per phase and block, per linear, the device peak against the printed
+#            estimate; then one block at --batch-size 4 and 16 (--stop-after 1) for the GPU's default (120 s)
+#   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672) (180 s)
+#   profile7b (not in the default steps) prune7b's run with the debug log: where each phase's seconds go (120 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
-#   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT_ARGS="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" NSAMPLES=4 \
-#     SEQLEN=128 scripts/gpu_checks.sh machine layers prune
-# Everything goes to $OUT (the device tool's folder that comes back; default /tmp/alps-gpu-checks): one log per
-# step, JSON documents, and summary.md (per step: exit code and seconds; then the tests' failures, the layer table
-# and the prune phases). Once the checks have started the script exits 0: the summary says what failed.
+#   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT7B="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" \
+#     CKPT70B="--hidden 64 --ffn 160 --heads 8 --kv-heads 2" NSAMPLES=4 SEQLEN=128 scripts/gpu_checks.sh \
+#     machine layers prune7b prune70b
+# $OUT (the device tool's folder that comes back; default /tmp/alps-gpu-checks) gets summary.md (per step: exit code
+# and seconds; the failed tests, the layer table, the per-phase tables), the prune reports, and logs.tar.gz with
+# every log (the tool brings back eight files at most). Once the checks have started the script exits 0: the
+# summary says what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/alps-gpu-checks}
@@ -31,16 +38,25 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/summary.md" ]; then
 fi
 mkdir -p "$out"
 alps=build-cuda/apps/alps/alps
-steps=${*:-machine tests layers prune}
+steps=${*:-machine tests layers prune7b prune70b}
 device=${DEVICE:-cuda}
 shapes=${SHAPES:-4096x4096 11008x4096 4096x11008}
 tokens=${TOKENS:-16384}
-ckpt_args=${CKPT_ARGS:---hidden 4096 --heads 32 --kv-heads 32 --ffn 11008}
+ckpt7b=${CKPT7B:---hidden 4096 --heads 32 --kv-heads 32 --ffn 11008}
+ckpt70b=${CKPT70B:---hidden 8192 --heads 64 --kv-heads 8 --ffn 28672}
 nsamples=${NSAMPLES:-128}
 seqlen=${SEQLEN:-2048}
 summary=$out/summary.md
 # Python with the machine's own libraries: device_run.sh's library path holds those this build packed.
 py() { env -u LD_LIBRARY_PATH python3 "$@"; }
+
+# Problem files (up to 0.7 GB each), the random checkpoints and the pruned ones live outside OUT, so that nothing
+# large is left where the device tool collects its results, whatever step is stopped; logs go to $scratch/logs and
+# come back as one archive.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/alps-gpu-checks.XXXXXX") || exit 1
+trap 'rm -rf "$scratch"' EXIT
+logs=$scratch/logs
+mkdir -p "$logs"
 
 {
   echo "# alps GPU checks ($(date -u +%Y-%m-%dT%H:%M:%SZ), steps: $steps)"
@@ -52,7 +68,7 @@ run_step() {  # NAME LIMIT_S COMMAND...: the command's output in NAME.log, a row
   local name=$1 limit=$2 start rc
   shift 2
   start=$(date +%s)
-  timeout -k 5 "$limit" bash -c "$*" > "$out/$name.log" 2>&1
+  timeout -k 5 "$limit" bash -c "$*" > "$logs/$name.log" 2>&1
   rc=$?
   echo "| $name | $rc$([ $rc -eq 124 ] && echo ' (time limit)') | $(( $(date +%s) - start )) |" >> "$summary"
 }
@@ -60,100 +76,189 @@ run_step() {  # NAME LIMIT_S COMMAND...: the command's output in NAME.log, a row
 machine() {
   nvidia-smi || true
   "$alps" --version
+  # The ceilings the bounds in docs/benchmarks.md divide by, measured here through this machine's torch: matrix
+  # products (fp16 with fp32 accumulation, fp32 with TF32 off), host<->device copies of page-locked memory, and
+  # cuSOLVER's factorizations at the layer widths.
+  [ "$device" = cpu ] && return 0
+  py - <<'PY'
+import time, torch
+torch.backends.cuda.matmul.allow_tf32 = False
+def timed(f, n=5):
+    f(); torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(n): f()
+    torch.cuda.synchronize(); return (time.perf_counter() - t) / n
+for dt in (torch.float16, torch.float32):
+    a = torch.randn(8192, 8192, device="cuda", dtype=dt); b = torch.randn(8192, 8192, device="cuda", dtype=dt)
+    print(f"ceiling matmul {dt}: {2 * 8192**3 / timed(lambda: a @ b) / 1e12:.0f} TFLOP/s")
+h = torch.empty(1 << 30, dtype=torch.uint8).pin_memory(); d = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+print(f"ceiling host->device {(1 << 30) / timed(lambda: d.copy_(h, non_blocking=True)) / 1e9:.1f} GB/s")
+print(f"ceiling device->host {(1 << 30) / timed(lambda: h.copy_(d, non_blocking=True)) / 1e9:.1f} GB/s")
+e = torch.empty_like(d)
+print(f"ceiling device copy {2 * (1 << 30) / timed(lambda: e.copy_(d)) / 1e9:.0f} GB/s (read + write)")
+for n in (4096, 8192, 11008):
+    x = torch.randn(n + 64, n, device="cuda"); A = x.T @ x / n + torch.eye(n, device="cuda")
+    L = torch.linalg.cholesky(A); R = torch.randn(n, 4096, device="cuda")
+    print(f"factor n={n}: syevd fp32 {timed(lambda: torch.linalg.eigh(A), 1):.3f} s, "
+          f"potrf fp32 {timed(lambda: torch.linalg.cholesky(A), 3):.4f} s, "
+          f"cholesky_solve with 4096 columns {timed(lambda: torch.cholesky_solve(R, L), 3):.4f} s, "
+          f"product [n,n]x[n,4096] {timed(lambda: A @ R, 3):.4f} s")
+PY
 }
 
-tests() {
-  mkdir -p "$out/tests"
+tests() {  # [GTEST_FILTER]
+  mkdir -p "$logs/tests"
   # Each program runs its tests one after another in one process (tests/main.cc: one OpenMP thread each).
   ls build-cuda/tests/*/alps_*tests | xargs -P 6 -I{} bash -c \
-    'n=$(basename "$1"); "$1" --gtest_output="xml:$out/tests/$n.xml" > "$out/tests/$n.log" 2>&1 \
-       && echo "passed $n" || echo "FAILED $n"' _ {}
+    'n=$(basename "$1"); "$1" --gtest_filter="$2" > "$logs/tests/$n.log" 2>&1 && echo "passed $n" || echo "FAILED $n"' \
+    _ {} "${1:-*}"
   # gtest names a failed test twice (as it fails, then in the final list): once here, without its time.
-  grep -h '^\[  FAILED  \] [A-Za-z]' "$out"/tests/*.log | sed 's/ ([0-9]* ms)$//' | sort -u || true
+  grep -h '^\[  FAILED  \] [A-Za-z]' "$logs"/tests/*.log | sed 's/ ([0-9]* ms)$//' | sort -u || true
 }
 
-# A layer problem and its figures: the JSON document appears only when the solve finished (the summary reads
-# every one it finds).
-solve() {  # PROBLEM METHOD PATTERN DEVICE JSON
-  "$alps" solve-layer --problem "$1" --method "$2" --pattern "$3" --device "$4" --json > "$5.partial" &&
-    mv "$5.partial" "$5"
+# A layer problem and its figures: the JSON document appears only when the solve finished. The debug log holds
+# ALPS's split (factorization, ADMM, PCG).
+solve() {  # PROBLEM METHOD PATTERN DEVICE NAME [--option k=v ...]
+  local problem=$1 method=$2 pattern=$3 dev=$4 name=$5 target=--sparsity
+  shift 5
+  [[ "$pattern" == *:* ]] && target=--pattern
+  "$alps" --log-level debug solve-layer --problem "$problem" --method "$method" "$target" "$pattern" --device "$dev" \
+    --json "$@" > "$logs/layers/$name.partial" 2> "$logs/layers/$name.log" &&
+    mv "$logs/layers/$name.partial" "$logs/layers/$name.json"
 }
 
 layers() {
-  local d=$out/layers shape method pattern
-  rm -rf "$d"
-  mkdir -p "$d"
+  local shape b
+  mkdir -p "$logs/layers"
   for shape in $shapes; do
     "$alps" make-problem --out "$scratch/$shape.safetensors" --overwrite --rows "${shape%x*}" \
       --cols "${shape#*x}" --tokens "$tokens" --seed 0 --name "$shape" --json > /dev/null || return 1
-    for method in alps sparsegpt; do
-      for pattern in 0.7 2:4; do
-        solve "$scratch/$shape.safetensors" "$method" "$pattern" "$device" \
-          "$d/$shape-$method-${pattern/:/of}-$device.json"
-      done
+    for b in auto cholesky explicit; do
+      solve "$scratch/$shape.safetensors" alps 0.7 "$device" "$shape-alps-0.7-$b" --option "b_update=$b"
     done
+    solve "$scratch/$shape.safetensors" alps 2:4 "$device" "$shape-alps-2of4-auto"
+    solve "$scratch/$shape.safetensors" sparsegpt 0.7 "$device" "$shape-sparsegpt-0.7"
   done
   # The CPU on the first shape at 70%, last (the slowest solves): the same problem's error on both devices.
   [ "$device" = cpu ] && return 0
   shape=${shapes%% *}
-  for method in alps sparsegpt; do
-    solve "$scratch/$shape.safetensors" "$method" 0.7 cpu "$d/$shape-$method-0.7-cpu.json"
+  solve "$scratch/$shape.safetensors" alps 0.7 cpu "$shape-alps-0.7-cpu"
+  solve "$scratch/$shape.safetensors" sparsegpt 0.7 cpu "$shape-sparsegpt-0.7-cpu"
+}
+
+prune_model() {  # NAME LAYERS "CHECKPOINT ARGS" [alps prune flags...]
+  local name=$1 layers=$2 args=$3
+  shift 3
+  # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
+  py scripts/make_random_checkpoint.py "$scratch/$name" --family llama --layers "$layers" --vocab 50304 \
+    --dtype float16 --data-dir tests/data/real $args || return 1
+  # The pruned checkpoint stays in the scratch directory; the report comes back.
+  "$alps" prune --model "$scratch/$name" --out "$scratch/$name-pruned" --method alps --sparsity 0.7 --calib c4 \
+    --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json "$@" \
+    > "$out/$name.json.partial" && mv "$out/$name.json.partial" "$out/$name.json"
+}
+
+prune7b() {
+  prune_model prune7b 2 "$ckpt7b" || return 1
+  local b
+  for b in 4 16; do  # the first block's passes at other batch sizes (the report's phases)
+    "$alps" prune --model "$scratch/prune7b" --out "$scratch/batch$b" --method alps --sparsity 0.7 --calib c4 \
+      --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
+      --batch-size "$b" --stop-after 1 > "$logs/batch$b.json"
   done
 }
 
-prune() {
-  # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
-  py scripts/make_random_checkpoint.py "$scratch/model" --family llama --layers 2 --vocab 50304 --dtype float16 \
-    --data-dir tests/data/real $ckpt_args || return 1
-  # The pruned checkpoint (2.5 GB) stays in the scratch directory; the report comes back.
-  "$alps" prune --model "$scratch/model" --out "$scratch/pruned" --method alps --sparsity 0.7 --calib c4 \
-    --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
-    > "$out/prune.json.partial" && mv "$out/prune.json.partial" "$out/prune.json"
-}
+prune70b() { prune_model prune70b 1 "$ckpt70b"; }
 
-# Problem files (up to 0.7 GB each), the random checkpoint and the pruned one live outside OUT, so that nothing
-# large is left where the device tool collects its results, whatever step is stopped.
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/alps-gpu-checks.XXXXXX") || exit 1
-trap 'rm -rf "$scratch"' EXIT
+# The 7B-shaped run again with the debug log: the statistics pass split into forward and updates, each layer's
+# problem, checks, solve, error and download, ALPS's factorization / ADMM / PCG (each waits for the device, so the
+# phases are a little longer than without it).
+profile7b() { prune_model profile7b 2 "$ckpt7b" --log-level debug; }
+
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
-export out scratch alps device shapes tokens ckpt_args nsamples seqlen
-export -f py machine tests solve layers prune
+export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen
+export -f py machine tests solve layers prune_model prune7b prune70b profile7b
 for s in $steps; do
   case "$s" in
-    machine) run_step machine 15 machine ;;
-    tests) run_step tests 210 tests ;;
-    layers) run_step layers 140 layers ;;
-    prune) run_step prune 140 prune ;;
+    machine) run_step machine 40 machine ;;
+    tests) run_step tests 60 tests "'*_CUDA*'" ;;
+    alltests) run_step tests 210 tests ;;
+    layers) run_step layers 90 layers ;;
+    prune7b) run_step prune7b 120 prune7b ;;
+    prune70b) run_step prune70b 180 prune70b ;;
+    profile7b) run_step profile7b 120 profile7b ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
 
-py - "$out" "$tokens" >> "$summary" <<'EOF'
-import glob, json, os, sys
-out = sys.argv[1]
-failed = os.path.join(out, "tests.log")
+py - "$out" "$logs" "$tokens" >> "$summary" <<'EOF'
+import glob, json, os, re, sys
+out, logs, tokens = sys.argv[1], sys.argv[2], sys.argv[3]
+machine = os.path.join(logs, "machine.log")
+if os.path.exists(machine):
+    lines = [l.strip() for l in open(machine) if l.startswith(("ceiling", "factor", "alps ", "cuda build", "  NVIDIA"))
+             or "NVIDIA H" in l or "Driver Version" in l]
+    print("\n## Machine\n\n" + "\n".join("- " + l for l in lines))
+failed = os.path.join(logs, "tests.log")
 if os.path.exists(failed):
     lines = [l.strip() for l in open(failed) if l.startswith(("FAILED", "[  FAILED  ]"))]
     print("\n## Tests\n\n" + ("\n".join("- " + l for l in lines) if lines else "every test program passed"))
 rows = []
-for f in sorted(glob.glob(os.path.join(out, "layers", "*.json"))):
+for f in sorted(glob.glob(os.path.join(logs, "layers", "*.json"))):
     try:
         r = json.load(open(f))
     except ValueError:
         continue
-    rows.append(f"| {r['rows']}x{r['cols']} | {r['method']} | {r['pattern']} | {r['device']} | {r['seconds']:.3f} "
-                f"| {r['rel_error']:.6e} | {r.get('iterations', '')} |")
+    split = ""
+    log = f[:-5] + ".log"
+    if os.path.exists(log):
+        m = re.search(r"eigh \((\w+)\) ([0-9.]+) s; (\d+) ADMM iterations ([0-9.]+) s .*PCG (\d+) iterations ([0-9.]+) s",
+                      open(log).read())
+        if m:
+            split = f"{m.group(1)} {m.group(2)} / {m.group(3)} it {m.group(4)} / {m.group(5)} it {m.group(6)}"
+    stats = r  # solve-layer puts the method's own numbers beside its fields
+    rows.append(f"| {os.path.basename(f)[:-5]} | {r['device']} | {r['seconds']:.3f} | {r['rel_error']:.6e} "
+                f"| {stats.get('b_update', '')} | {stats.get('factorizations', '')} | {split} |")
 if rows:
-    print(f"\n## Layer solves ({sys.argv[2]} tokens)\n\n| out x in | method | pattern | device | seconds "
-          "| rel_error | iterations |\n|---|---|---|---|---|---|---|")
+    print(f"\n## Layer solves ({tokens} tokens)\n\n| problem | device | seconds | rel_error | b_update | factorizations "
+          "| eigh s / ADMM it s / PCG it s |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-p = os.path.join(out, "prune.json")
-if os.path.exists(p) and os.path.getsize(p) > 0:
-    r = json.load(open(p))
-    report = r.get("report", r)
-    print("\n## Prune, random LLaMA-shaped checkpoint, 2 blocks, ALPS 70%\n")
-    print("```\n" + json.dumps({k: report.get(k) for k in ("phase_seconds", "blocks_done", "hardware")}, indent=1))
-    print(json.dumps(report.get("extra", {}), indent=1) + "\n```")
+
+def phases(name, path):
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    r = json.load(open(path))
+    rep = r.get("report", r)
+    n = max(1, rep.get("blocks_done", 1))
+    ph = rep.get("phase_seconds", {})
+    print(f"\n## {name}: {n} block(s)\n\n| phase | seconds | per block |\n|---|---|---|")
+    for k, v in ph.items():
+        print(f"| {k} | {v:.2f} | {v / n:.2f} |")
+    extra = rep.get("extra", {})
+    print(f"| (state writes, on their thread) | {extra.get('state_writes_seconds', 0):.2f} | |")
+    est = extra.get("memory_estimate", {})
+    print(f"\ndevice peak {est.get('device_peak_gib_measured')} GiB, estimate {est.get('device_total_gib_at_most')} GiB;"
+          f" peak RSS {extra.get('peak_rss_gib')} GiB; hardware {json.dumps(rep.get('hardware'))}")
+    print("\n| layer | seconds | rel_error | b_update | factorizations | iterations |\n|---|---|---|---|---|---|")
+    for l in rep.get("layers", []):
+        print(f"| {l.get('block')} {l.get('name', '').split('.')[-1]} | {l.get('seconds', 0):.3f} "
+              f"| {l.get('rel_error', 0):.6e} | {l.get('b_update')} | {l.get('factorizations')} | {l.get('iterations')} |")
+
+phases("Prune, LLaMA-7B shape, ALPS 70%", os.path.join(out, "prune7b.json"))
+for b in (4, 16):
+    p = os.path.join(logs, f"batch{b}.json")
+    if os.path.exists(p) and os.path.getsize(p) > 0:
+        rep = json.load(open(p))
+        rep = rep.get("report", rep)
+        print(f"\n7B first block at --batch-size {b}: " + json.dumps(rep.get("phase_seconds", {})))
+phases("Prune, LLaMA-70B shape, ALPS 70%", os.path.join(out, "prune70b.json"))
+phases("Prune with the debug log, LLaMA-7B shape, ALPS 70%", os.path.join(out, "profile7b.json"))
+profile = os.path.join(logs, "profile7b.log")
+if os.path.exists(profile):
+    lines = [l.strip() for l in open(profile)
+             if re.search(r"statistics of block|: problem .* solve_layer|: checks .* error|alps: eigh", l)]
+    print("\n## Debug split (profile7b)\n\n```\n" + "\n".join(lines) + "\n```")
 EOF
+tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
 echo "summary: $summary"
+cat "$summary"
 exit 0

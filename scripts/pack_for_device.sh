@@ -19,7 +19,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/.device-lib"
 
-programs=("$build/apps/alps/alps")
+# The SentencePiece module is dlopen'd (no program lists it), so it goes in by name, with what it loads.
+programs=("$build/apps/alps/alps" "$build/src/tokenizer/libalps_sentencepiece_shim.so")
 while IFS= read -r -d '' f; do programs+=("$f"); done < <(find "$build/apps/bench" "$build/tests" -maxdepth 2 -type f \
   -perm -u+x \( -name 'alps_*' \) -print0)
 

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <string>
 
 namespace alps {
@@ -24,8 +25,14 @@ void crash_point(std::string_view name) {
   if (std::getenv("ALPS_TEST_FAULT") == nullptr) return;
   // "crash:NAME" fires the first time the point is reached, "crash:NAME@K" the K-th time; "interrupt:NAME[@K]"
   // raises SIGINT there instead, as Ctrl-C would.
+  // Points are reached on the resume state's writer thread too.
+  static std::mutex mutex;
   static std::map<std::string, int, std::less<>> reached;
-  const int k = ++reached[std::string(name)];
+  int k = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    k = ++reached[std::string(name)];
+  }
   auto fires = [&](const char* kind) {
     const std::string point = kind + std::string(name);
     return (k == 1 && fault_enabled(point)) || fault_enabled(point + "@" + std::to_string(k));

@@ -1,8 +1,11 @@
 #include "alps/core/linalg.h"
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -115,6 +118,37 @@ void syrk_lower(at::Tensor& C, const at::Tensor& A, bool transpose_a, double bet
   } else {
     C.addmm_(op, op.t(), beta);  // beta in the product itself: no separate pass over C (none at all for beta = 1)
   }
+}
+
+bool gram_takes_half_inputs(c10::ScalarType dtype, const at::Device& device) {
+  // libtorch 2.x has matrix products of fp16/bf16 inputs with an fp32 result (aten::addmm.dtype), on CUDA.
+  return TORCH_VERSION_MAJOR >= 2 && device.is_cuda() && (dtype == at::kHalf || dtype == at::kBFloat16);
+}
+
+void gram_update(at::Tensor& G, const at::Tensor& X) {
+  ALPS_CHECK(X.dim() == 2 && G.dim() == 2 && G.size(0) == X.size(1) && G.size(1) == X.size(1) && G.is_contiguous(),
+             "gram_update: G must be a contiguous ", X.size(-1), "x", X.size(-1), " matrix for X ", X.sizes(),
+             ", got ", G.sizes());
+#if TORCH_VERSION_MAJOR >= 2
+  if (G.scalar_type() == at::kFloat && gram_takes_half_inputs(X.scalar_type(), X.device())) {
+    // Older 2.x releases refuse an fp32 `self` beside half inputs in the in-place form; they take the out-of-place
+    // product (one [n, n] fp32 temporary per batch).
+    static std::atomic<bool> in_place{true};
+    const at::Tensor Xt = X.t();
+    if (in_place.load()) {
+      try {
+        at::addmm_out(G, G, Xt, X, at::kFloat);
+        return;
+      } catch (const c10::Error& e) {
+        if (std::string(e.what()).find("out of memory") != std::string::npos) throw;
+        in_place = false;
+      }
+    }
+    G.add_(at::mm(Xt, X, at::kFloat));
+    return;
+  }
+#endif
+  syrk_lower(G, X.to(G.scalar_type()).contiguous(), /*transpose_a=*/true, 1.0);
 }
 
 void mirror_lower(at::Tensor& C) {

@@ -104,7 +104,12 @@ at::Tensor causal_mask(int64_t seq, c10::ScalarType dtype, c10::Device device);
 /// run by BLAS over all its threads (any device and dtype); `tiled`, one (sequence, KV group, query tile) per task
 /// on alps's own threads, each tile's scores kept in one core's cache (fp32 on the CPU); `automatic`, tiled where
 /// it applies, BLAS has a pool of its own (core/threads.h) and a sequence's scores are not a handful, else batched.
-enum class AttentionSchedule { automatic, batched, tiled };
+/// automatic: fused on a GPU where it applies, else tiled (fp32 on the CPU) or batched. fused: one call of libtorch's
+/// scaled_dot_product_attention (flash or memory-efficient kernels; libtorch 2.x, so the CUDA build only), for
+/// forwards without hidden or first keys whose queries start the sequence or are one decoding step.
+enum class AttentionSchedule { automatic, batched, tiled, fused };
+/// Whether this build's libtorch has the fused attention (AttentionSchedule::fused).
+bool fused_attention_available();
 /// Scores a batched step holds at most by default (elements): ~24 MB in fp32, below glibc's largest mmap threshold,
 /// so that on the CPU the buffer is reused instead of being mapped and page-faulted afresh for every step.
 inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;

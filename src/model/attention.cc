@@ -1,9 +1,11 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "alps/core/error.h"
@@ -212,7 +214,36 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
   });
 }
 
+// Whether the fused kernel serves these options: it knows a causal mask aligned at the first key (past = 0), or no
+// mask at all (a single query sees every cached key), and, through a mask of its own, a sliding window.
+bool fused_applies(const at::Tensor& q, const AttentionOptions& o) {
+  return !o.hidden_keys.defined() && !o.first_keys.defined() && (o.past == 0 || (q.size(2) == 1 && o.window == 0));
+}
+
+at::Tensor attend_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t window,
+                        int64_t past) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), S = k.size(2);
+  std::optional<at::Tensor> mask;
+  bool causal = past == 0 && T > 1;
+  if (window > 0) {  // true where query i (position past + i) may see key j: i - window < j <= i
+    const at::Tensor i = at::arange(past, past + T, at::TensorOptions(at::kLong).device(q.device())).unsqueeze(1);
+    const at::Tensor j = at::arange(0, S, at::TensorOptions(at::kLong).device(q.device())).unsqueeze(0);
+    mask = (j <= i).logical_and(j > i - window);
+    causal = false;
+  }
+  // Query head h reads KV head h / (H / KV) with enable_gqa, as repeat_kv orders them; K and V are not copied.
+  const at::Tensor o = at::scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale, k.size(1) != H);
+  return o.transpose(1, 2).reshape({B, T, H * D});  // [B, T, H * D], the layout the output projection reads
+#else
+  (void)q, (void)k, (void)v, (void)scale, (void)window, (void)past;
+  ALPS_FAIL("attention: the fused schedule needs libtorch 2.x (the CUDA build)");
+#endif
+}
+
 }  // namespace
+
+bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
 
 AttentionOptions attention_at(const Placement& at, double scale, int64_t window) {
   AttentionOptions o;
@@ -246,6 +277,14 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const int64_t rep = H / KV;
   // A sliding window only matters once some query has more than `window` keys before it.
   if (window >= S) window = 0;
+  if (schedule == AttentionSchedule::automatic && q.is_cuda() && fused_attention_available() &&
+      fused_applies(q, options))
+    schedule = AttentionSchedule::fused;
+  if (schedule == AttentionSchedule::fused) {
+    ALPS_CHECK(fused_applies(q, options), "attention: the fused schedule takes no hidden or first keys, and cached "
+               "keys only before a single query");
+    return attend_fused(q, k, v, options.scale, window, past);
+  }
   // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
   // [B, KV, rep, T, D] lines each group's queries up against its own K and V without copying K or V. The scale goes
   // on the queries (T x D products) rather than on the scores (T x S).

@@ -17,16 +17,22 @@ void LayerStats::add(const at::Tensor& x) {
   RECORD_USER_SCOPE("alps::layer_stats");
   const int64_t in = G_.size(0);
   ALPS_CHECK(x.dim() >= 1 && x.size(-1) == in, "layer statistics expect inputs [..., ", in, "], got ", x.sizes());
-  at::Tensor X = x.reshape({-1, in}).to(G_.device(), G_.scalar_type());  // [tokens, in]
-  syrk_lower(G_, X.contiguous(), /*transpose_a=*/true, 1.0);  // G += X^T X
+  // Half-precision inputs stay as they are where the Gram takes them exactly (gram_update); the column sums
+  // accumulate in fp32 whatever the input dtype (ATen's half reductions do), so no fp32 copy of x is made there.
+  const at::Tensor x2 = x.reshape({-1, in}).to(G_.device());  // [tokens, in]
+  const at::Tensor X = gram_takes_half_inputs(x2.scalar_type(), x2.device()) && G_.scalar_type() == at::kFloat
+                           ? x2.contiguous()
+                           : x2.to(G_.scalar_type()).contiguous();
+  gram_update(G_, X);  // G += X^T X
   upper_stale_ = true;
-  // A batch's column sums in the compute dtype (ATen sums by cascades: error ~ log2(tokens) u), accumulated over
-  // batches in fp64; summing in fp64 directly converted every element on one thread and cost a third of the syrk.
-  sum_.add_(X.sum(0));
-  // Each sequence's column sums in the compute dtype like the mean's, squared and accumulated in fp64.
+  const auto sum_dtype = X.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  // A batch's column sums (ATen sums by cascades: error ~ log2(tokens) u of fp32), accumulated over batches in
+  // fp64; summing in fp64 directly converted every element on one thread and cost a third of the syrk.
+  sum_.add_(X.sum(0, /*keepdim=*/false, sum_dtype));
+  // Each sequence's column sums like the mean's, squared and accumulated in fp64.
   const int64_t L = x.dim() >= 2 ? x.size(-2) : 1;
   if (L > 0) {
-    const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1).to(at::kDouble);  // [sequences, in]
+    const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1, false, sum_dtype).to(at::kDouble);  // [sequences, in]
     sequence_sq_.add_(sequence_sums.pow(2).sum(0) / static_cast<double>(L));
   }
   T_ += X.size(0);
@@ -62,6 +68,8 @@ void BlockStats::observe(const std::string& linear, const at::Tensor& input) {
       groups_.push_back(std::make_unique<LayerStats>(input.size(-1), device_, dtype_));
       last_group_ = groups_.size() - 1;
       groups_.back()->add(input);
+    } else {
+      groups_[last_group_]->shared_factors()->users += 1;
     }
     group_of_[linear] = last_group_;
   } else if (!same_input || it->second != last_group_) {

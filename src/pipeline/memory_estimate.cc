@@ -63,21 +63,30 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
                 (plan.device.is_cuda() ? m.attention_scores_bytes(r.batch_size, plan.seqlen, plan.dtype) : 0)
           : 0;
   const int64_t device_stats = plan.stats_on_host ? 0 : stats;
+  // Linears that read the block's hidden states (q/k/v, gate/up; fc1) keep their shared factorization (Hn and its
+  // eigenvectors, fp32) until the block ends: two such inputs per block.
+  const int64_t shared = plan.needs_calibration ? 2 * 2 * cfg.hidden_size * cfg.hidden_size * 4 : 0;
+  // On a GPU the math libraries allocate through libtorch's caching allocator as well: cuBLAS's workspace (8 x 4 MiB
+  // per stream on Hopper in libtorch 2.x), cuBLASLt's, the warm-up's small problems. A fixed allowance; it is what
+  // the tiny models measure above the rest (0.037 GiB against 0.0078).
+  const int64_t libraries = plan.device.is_cuda() ? int64_t{64} << 20 : 0;
   // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
   // at most about one more batch of activations, until the pass ends.
   const int64_t reuse = plan.device.is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
   return {{"host_activations_gib", gib(activations)},
           {"host_buffer_reuse_gib_at_most", gib(reuse)},
-          {"device_total_gib_at_most", gib(block_weights + device_stats + solver + batch)},
+          {"device_total_gib_at_most", gib(block_weights + device_stats + solver + shared + batch + libraries)},
           {"device_block_weights_gib", gib(block_weights)},
           {"device_statistics_gib_at_most", gib(device_stats)},
           {"host_statistics_gib_at_most", gib(stats - device_stats)},
-          {"device_solver_gib", gib(solver)},
+          {"device_solver_gib", gib(solver + shared)},
+          {"device_libraries_gib", gib(libraries)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
            "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
            "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
-           "fp64; without calibration data ~4 fp32 copies of the largest weight) + batch activations (with one "
+           "fp64, and 2 fp32 [hidden,hidden] per shared factorization; without calibration data ~4 fp32 copies of "
+           "the largest weight) + 64 MiB of library workspaces on a GPU + batch activations (with one "
            "batched attention step's scores; none without calibration data)"}};
 }
 

@@ -65,6 +65,13 @@ json options_of(io::JsonFields& f, const std::string& where) {
   return *options;
 }
 
+// --dtype takes "auto" besides the dtype names.
+std::string compute_dtype_problem(std::string_view name) {
+  if (name == "auto") return "";
+  const std::string problem = dtype_name_problem(name);
+  return problem.empty() ? problem : problem.substr(0, problem.size() - 1) + ", or auto)";
+}
+
 // A knob's field in `r` (a Recipe or a const Recipe), whatever its type.
 template <typename R, typename Fn>
 void visit_field(const RecipeKnob& k, R& r, Fn&& fn) {
@@ -93,8 +100,9 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device, {},
                  std::nullopt, false, device_name_problem});
     k.push_back({"dtype", false, "--dtype",
-                 "Compute dtype of the forward passes: fp32 (fp64 for checks), or fp16/bf16 on CUDA", &Recipe::dtype,
-                 {}, std::nullopt, false, dtype_name_problem});
+                 "Compute dtype of the forward passes: auto (a GPU: the checkpoint's fp16/bf16, as the model computes; "
+                 "else fp32), fp32 (fp64 for checks), or fp16/bf16 on CUDA", &Recipe::dtype, {}, std::nullopt, false,
+                 compute_dtype_problem});
     k.push_back({"batch_size", false, "--batch-size", "Calibration windows per forward call", &Recipe::batch_size,
                  {}, 1});
     k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",

@@ -21,6 +21,13 @@ std::string strip_weight(const std::string& name) {
              : name;
 }
 
+// --dtype auto: on a GPU the model computes in its checkpoint's half precision (as transformers runs it there, and
+// the matrix units' rate); an fp32 checkpoint, and every CPU run, in fp32.
+c10::ScalarType automatic_dtype(const model::CausalLM& m, const c10::Device& device) {
+  const auto stored = m.tensor(m.weight_name(0, m.linear_names().front())).scalar_type();
+  return device.is_cuda() && (stored == c10::kHalf || stored == c10::kBFloat16) ? stored : c10::kFloat;
+}
+
 std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
   std::vector<std::string> names;
   for (int64_t b = 0; b < m.num_blocks(); ++b)
@@ -33,7 +40,7 @@ std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
 RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   check_recipe(r, "recipe");
   device = resolve_device(r.device);
-  dtype = parse_dtype(r.dtype);
+  dtype = r.dtype == "auto" ? automatic_dtype(m, device) : parse_dtype(r.dtype);
   stats_dtype = parse_dtype(r.stats_dtype);
   stats_on_host = r.stats_device == "cpu";
   stats_device = stats_on_host ? c10::Device(c10::kCPU) : device;
@@ -101,6 +108,7 @@ Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
   Recipe out = r;
   out.seqlen = plan.seqlen;
   out.eval_seqlen = plan.eval_seqlen;
+  out.dtype = dtype_name(plan.dtype);
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include "alps/pipeline/output_dir.h"
 #include "alps/pipeline/resume_state.h"
 #include "alps/pipeline/run_plan.h"
+#include "alps/pipeline/state_writer.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -92,8 +93,9 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
 class PruneRun {
  public:
   /// `job.recipe` is the resolved one (resolved_recipe).
-  PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok, const RunPlan& plan)
-      : job_(job), r_(job.recipe), m_(m), tok_(tok), plan_(plan) {
+  PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok, const RunPlan& plan,
+           StateWriter& writer)
+      : job_(job), r_(job.recipe), m_(m), tok_(tok), plan_(plan), writer_(writer) {
     m_.set_compute(plan_.device, plan_.dtype);
     rep_.recipe = recipe_to_json(r_);
     rep_.model = job.model_dir.string();
@@ -158,6 +160,16 @@ class PruneRun {
       spdlog::info("resuming after the last block ({}/{} pruned): evaluation and output left", next_block_,
                    rep_.blocks_total);
   }
+
+  // Saves the state reached so far on the writer's thread: the next block's statistics and solves run meanwhile,
+  // and its pruned forward pass, which overwrites the inputs being written, waits for the save first.
+  void save_state(std::vector<std::pair<std::string, at::Tensor>> pruned) {
+    finish_saving();
+    writer_.start(state(), std::move(pruned), inputs_);
+  }
+
+  // Waits for the save in flight (the end of the run, or before the inputs change).
+  void finish_saving() { rep_.phase_seconds["save_state"] += writer_.wait(); }
 
   ResumeState state() const {
     ResumeState s;
@@ -226,8 +238,17 @@ class PruneRun {
   void collect_statistics(int64_t b, BlockStats& stats) {
     const auto t0 = std::chrono::steady_clock::now();
     step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
-    model::LinearObserver observer = [&stats](const std::string& linear, const at::Tensor& x) {
+    // The debug log splits the pass into the forward and the statistics' updates, waiting for the device around
+    // each update to do so (only then: the waits cost the overlap of host and device).
+    const bool timed = spdlog::should_log(spdlog::level::debug);
+    double update_seconds = 0;
+    model::LinearObserver observer = [&](const std::string& linear, const at::Tensor& x) {
+      if (!timed) return stats.observe(linear, x);
+      synchronize(plan_.device);
+      const auto u0 = std::chrono::steady_clock::now();
       stats.observe(linear, x);
+      synchronize(plan_.device);
+      update_seconds += seconds_since(u0);
     };
     for_each_batch([&](int64_t i, int64_t n) {
       m_.observe_block(b, to_device(inputs_.slice(0, i, i + n)), observer);
@@ -236,17 +257,22 @@ class PruneRun {
     release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
     synchronize(plan_.device);    // on a GPU the phase ends when its queued work does
     rep_.phase_seconds["statistics"] += seconds_since(t0);
+    spdlog::debug("statistics of block {}/{}: {:.3f} s, of which the statistics' updates {:.3f} s", b + 1,
+                  rep_.blocks_total, seconds_since(t0), update_seconds);
   }
 
   // The next block sees what the *pruned* block produces, so errors do not compound unnoticed.
   void run_pruned_block(int64_t b) {
+    finish_saving();
     const auto t0 = std::chrono::steady_clock::now();
     step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
     // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed
-    // run resumes from the inputs saved on disk), so the activations of the calibration set are held once.
+    // run resumes from the inputs saved on disk), so the activations of the calibration set are held once. On a
+    // GPU the download into page-locked memory is queued behind the batch's kernels without the host waiting, and
+    // the next batch's upload and kernels queue behind it; the synchronisation below ends the phase.
     for_each_batch([&](int64_t i, int64_t n) {
       at::Tensor x = inputs_.slice(0, i, i + n);
-      x.copy_(m_.block_forward(b, to_device(x)));
+      x.copy_(m_.block_forward(b, to_device(x)), /*non_blocking=*/x.is_pinned());
     });
     release_host_buffer_cache();
     synchronize(plan_.device);
@@ -285,6 +311,7 @@ class PruneRun {
     problem.sequences = r_.nsamples;
     problem.sequence_mean_sq = s->sequence_mean_sq().to(plan_.device);
     problem.gram_checked = checked_grams_.count(s) > 0;
+    problem.shared = s->shared_factors();
     return problem;
   }
 
@@ -300,7 +327,9 @@ class PruneRun {
       return lr;
     }
     const LayerStats* s = plan_.needs_calibration ? &stats.at(linear) : nullptr;
+    const auto p0 = std::chrono::steady_clock::now();
     const prune::LayerProblem problem = problem_for(lj, W0, s);
+    const double problem_seconds = seconds_since(p0);
     if (!job_.dump_problems.empty())
       prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem,
                           job_.resume ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
@@ -310,9 +339,11 @@ class PruneRun {
     try {
       prune::PcgOptions pcg;
       pcg.iterations = r_.refine_iterations;
+      const auto s0 = std::chrono::steady_clock::now();
       const prune::LayerResult res =
           s != nullptr ? prune::solve_layer(*lj.solver, problem, pattern, lj.refine, pcg)
                        : prune::solve_layer_without_statistics(*lj.solver, problem, pattern);
+      const double solve_layer_seconds = seconds_since(s0);
       if (s != nullptr) checked_grams_.insert(s);
       lr.seconds = res.seconds;
       lr.rel_error = res.rel_error;
@@ -320,7 +351,10 @@ class PruneRun {
       lr.rel_error_refined = res.rel_error_refined;
       lr.sparsity = res.sparsity;
       lr.stats = res.solution.stats;
+      const auto w0 = std::chrono::steady_clock::now();
       m_.set_tensor(lj.weight, res.W);
+      spdlog::debug("{}: problem {:.3f} s, solve_layer {:.3f} s (method {:.3f} s), weight to the host {:.3f} s",
+                    lj.name, problem_seconds, solve_layer_seconds, res.seconds, seconds_since(w0));
     } catch (const Error& e) {
       ALPS_FAIL("block ", b + 1, "/", rep_.blocks_total, " ", lj.name, ": ", e.what());
     }
@@ -339,6 +373,7 @@ class PruneRun {
   model::CausalLM& m_;
   const tokenizer::Tokenizer& tok_;
   const RunPlan& plan_;
+  StateWriter& writer_;
   std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
   report::RunReport rep_;
   json key_;
@@ -437,7 +472,8 @@ report::RunReport run_prune(const PruneJob& given) {
   OutputDir out(output_request(job));
   if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
   StateDir state(out.state_dir());
-  PruneRun run(job, m, *tok, *plan);
+  StateWriter writer(state);  // outlives the run: a save in flight finishes before the run's error propagates
+  PruneRun run(job, m, *tok, *plan, writer);
   report::RunReport& rep = run.report();
   reset_device_peak(run.device());
   say_on_interrupt(0, rep.blocks_total);
@@ -446,6 +482,7 @@ report::RunReport run_prune(const PruneJob& given) {
     if (job.eval_dense) run.evaluate_dense();  // before a resumed run puts its pruned blocks in
     if (out.resume()) {
       run.restore(state, load_resume_state(job, *plan, state));
+      say_on_interrupt(run.next_block(), rep.blocks_total);  // what the resumed run restored
     } else {
       const fs::path source = calibration_source(job, *plan);
       const json key = resume_key(job.recipe, job.model_dir, source);
@@ -454,19 +491,17 @@ report::RunReport run_prune(const PruneJob& given) {
       else
         run.without_inputs(key);
       out.begin_fresh_state();
-      state.save(run.state(), {}, run.inputs());  // from here on, --resume can continue even before block 1 ends
+      run.save_state({});  // once written, --resume can continue even before block 1 ends
     }
 
     Progress progress("block", rep.blocks_total, 0, run.next_block());
-    say_on_interrupt(run.next_block(), rep.blocks_total);  // what a resumed run restored
     for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
       if (job.stop_after >= 0 && done >= job.stop_after) break;
-      auto pruned = run.prune_next_block();
-      const auto t0 = std::chrono::steady_clock::now();
-      state.save(run.state(), pruned, run.inputs());
-      rep.phase_seconds["save_state"] += seconds_since(t0);
+      run.save_state(run.prune_next_block());
       progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
     }
+    run.finish_saving();
+    rep.extra["state_writes_seconds"] = writer.seconds_writing();  // on the writer's thread, beside the blocks
     record_peak_memory(rep.extra, run.device());
     if (rep.blocks_done < rep.blocks_total) {
       set_interrupt_notice("");

@@ -27,6 +27,15 @@ ScaledProblem scale_problem(const LayerProblem& p, double damp, bool keep_fp64) 
   return s;
 }
 
+ScaledProblem scale_problem(const LayerProblem& p, at::Tensor Hn, at::Tensor d) {
+  ScaledProblem s;
+  s.Hn = std::move(Hn);
+  s.d = std::move(d);
+  s.B0 = s.scaled(p.W0);
+  s.Y = s.Hn.matmul(s.B0);
+  return s;
+}
+
 at::Tensor ScaledProblem::scaled(const at::Tensor& W) const { return (W.to(at::kFloat).t() * d).contiguous(); }
 
 at::Tensor ScaledProblem::unscaled(const at::Tensor& B) const { return (B / d).t().contiguous(); }

@@ -28,5 +28,7 @@ struct ScaledProblem {
 };
 
 ScaledProblem scale_problem(const LayerProblem& p, double damp, bool keep_fp64 = false);
+/// The same for another weight of a problem whose Hn and d are known (linears that read one input share them).
+ScaledProblem scale_problem(const LayerProblem& p, at::Tensor Hn, at::Tensor d);
 
 }  // namespace alps::prune::detail

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 
@@ -50,12 +51,17 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   // The O(in^3) gram check runs once here, before the clock starts: every entry point (solve-layer, the pipeline,
   // the benchmark) comes through this function, and a gram that is not a Gram matrix makes every method's output
   // meaningless (ALPS's inverses blow up to huge weights and negative errors).
+  const auto t0 = std::chrono::steady_clock::now();
   check_problem(problem, source.empty() ? std::string(method.name()) : source);
   if (!problem.gram_checked) check_gram(problem, source);
   warm_up(problem.W0.device());
+  const double check_seconds = finish_and_time(problem.W0, t0);
   LayerResult r;
   solve_timed(method, problem, pattern, r);
+  const auto e0 = std::chrono::steady_clock::now();
   r.rel_error = relative_error(problem, r.solution.W);
+  spdlog::debug("{}: checks {:.3f} s, solve {:.3f} s, error {:.3f} s", problem.name, check_seconds, r.seconds,
+                seconds_since(e0));
   if (refine != Refine::kNone) {
     const auto start = std::chrono::steady_clock::now();
     r.W = refit(problem, r.solution.W, refine, pcg);

@@ -1,6 +1,8 @@
 // The dense symmetric kernels of include/alps/core/linalg.h, checked by the identities they must satisfy.
 #include "alps/core/linalg.h"
 
+#include "alps/core/error.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -71,6 +73,55 @@ TEST(Linalg, SyrkLowerAccumulatesAndMirrorCompletes) {
       }
     }
   }
+}
+
+// gram_update's half-precision path (a GPU): fp16 and bf16 inputs give the Gram of the upcast inputs within the
+// rounding of fp32 sums alone, i.e. their products are not rounded: every entry within gamma_2T (fp32, the worst
+// case: the matrix units' sums need not round to nearest) of |X|^T |X| of the exact fp64 Gram, over two batches of
+// T tokens. Rounded products, or a rounded result, would be off by up to 2^-11 (fp16) of that, 8 times more. The same product with a half-precision result (what a
+// plain half matrix product gives) misses that bound: the check can tell the two apart.
+TEST(Linalg, GramUpdateFromHalfInputsIsTheFp32Gram_CUDA) {
+  at::manual_seed(4);
+  for (auto dtype : {at::kHalf, at::kBFloat16}) {
+    SCOPED_TRACE(dtype == at::kHalf ? "fp16" : "bf16");
+    const int64_t T = 256, n = 320;
+    const auto cuda = at::TensorOptions().device(at::kCUDA);
+    ASSERT_TRUE(gram_takes_half_inputs(dtype, cuda.device()));
+    at::Tensor G = at::zeros({n, n}, cuda.dtype(at::kFloat));
+    at::Tensor G64 = at::zeros({n, n}, at::kDouble), bound = at::zeros({n, n}, at::kDouble);
+    for (int batch = 0; batch < 2; ++batch) {
+      const at::Tensor X = (at::randn({T, n}, cuda) * (1 + batch)).to(dtype);
+      gram_update(G, X);
+      const at::Tensor Xd = X.cpu().to(at::kDouble);
+      G64 += Xd.t().mm(Xd);
+      bound += Xd.abs().t().mm(Xd.abs());
+    }
+    mirror_lower(G);
+    const at::Tensor err = (G.cpu().to(at::kDouble) - G64).abs();
+    const double u = 0x1p-24, gamma = 2 * T * u / (1 - 2 * T * u);
+    EXPECT_TRUE((err <= gamma * bound).all().item<bool>()) << "worst ratio "
+        << (err / (gamma * bound)).max().item<double>();
+    // A half-precision result rounds every entry to 2^-11 (fp16) or 2^-8 (bf16) relative: beyond that bound.
+    const at::Tensor X = at::randn({T, n}, cuda).to(dtype);
+    const at::Tensor Xd = X.cpu().to(at::kDouble);
+    const at::Tensor lossy = (X.t().mm(X).cpu().to(at::kDouble) - Xd.t().mm(Xd)).abs();
+    EXPECT_FALSE((lossy <= gamma * Xd.abs().t().mm(Xd.abs())).all().item<bool>());
+  }
+}
+
+// Elsewhere (the CPU, or fp64 statistics) half inputs are converted to G's dtype first: the syrk of the upcast X.
+TEST(Linalg, GramUpdateConvertsWhereHalfInputsAreNotTaken) {
+  at::manual_seed(5);
+  const at::Tensor X = at::randn({200, 24}).to(at::kBFloat16);
+  EXPECT_FALSE(gram_takes_half_inputs(at::kBFloat16, at::Device(at::kCPU)));
+  for (auto dtype : {at::kFloat, at::kDouble}) {
+    at::Tensor G = at::zeros({24, 24}, dtype), ref = at::zeros({24, 24}, dtype);
+    gram_update(G, X);
+    syrk_lower(ref, X.to(dtype).contiguous(), /*transpose_a=*/true, 1.0);
+    EXPECT_TRUE(G.tril().equal(ref.tril()));
+  }
+  at::Tensor wrong = at::zeros({23, 23});
+  EXPECT_THROW(gram_update(wrong, X), Error);
 }
 
 }  // namespace

@@ -44,7 +44,9 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return causal_attention(q, k, v, o);
 }
 
-const char* name(AttentionSchedule s) { return s == AttentionSchedule::tiled ? "tiled" : "batched"; }
+const char* name(AttentionSchedule s) {
+  return s == AttentionSchedule::tiled ? "tiled" : s == AttentionSchedule::fused ? "fused" : "batched";
+}
 
 TEST(Attention, ChunkedCausalMatchesReference) {
   at::manual_seed(0);
@@ -155,6 +157,56 @@ TEST(Attention, PackedTreesSeeTheirAncestorsOnly) {
     }
   // The mask matters: causal attention over the whole sequence differs.
   EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
+}
+
+// libtorch's fused kernel (the CUDA build; on the CPU through its CPU kernels) against the same reference: whole
+// sequences with and without a window, grouped-query heads, and a single decoding step after cached keys. It
+// rescales running sums once per block of keys (online softmax): a third term per key in the bound.
+TEST(Attention, FusedMatchesReference) {
+  if (!fused_attention_available()) GTEST_SKIP() << "libtorch 1.x has no fused attention";
+  at::manual_seed(6);
+  for (auto [H, KV, T, window] : {std::tuple{4, 4, 37, 0}, {8, 2, 300, 0}, {4, 2, 37, 5}, {6, 3, 100, 64}}) {
+    at::Tensor q = at::randn({2, H, T, 16}), k = at::randn({2, KV, T, 16}), v = at::randn({2, KV, T, 16});
+    const at::Tensor ref = reference_attention(q, k, v, 0.25, window);
+    const int64_t terms = window > 0 ? window : T;
+    const double vmax = v.abs().max().item<double>();
+    const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+    const double tol = test::rounding_bound(16 + 3 * terms, vmax) + test::rounding_bound(16, score_scale) * vmax;
+    EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, 0, window, 0, {}, 0, AttentionSchedule::fused), ref, tol, 0)
+        << "H " << H << " KV " << KV << " T " << T << " window " << window;
+    // One query after T - 1 cached keys: the last row.
+    const at::Tensor last = attend(q.narrow(2, T - 1, 1), k, v, 0.25, 0, 0, T - 1, {}, 0, AttentionSchedule::fused);
+    if (window == 0) EXPECT_ALL_CLOSE(last, ref.narrow(1, T - 1, 1), tol, 0) << "H " << H << " decoding step";
+  }
+  // What it cannot serve is refused rather than computed wrongly: queries after cached keys with a causal mask
+  // (the kernel aligns it at the first key), hidden keys.
+  at::Tensor q = at::randn({1, 2, 4, 8}), k = at::randn({1, 2, 6, 8}), v = at::randn({1, 2, 6, 8});
+  EXPECT_NE(test::error_message([&] { attend(q, k, v, 0.25, 0, 0, 2, {}, 0, AttentionSchedule::fused); })
+                .find("fused schedule"),
+            std::string::npos);
+  EXPECT_NE(test::error_message([&] {
+              attend(q, k.narrow(2, 0, 4), v.narrow(2, 0, 4), 0.25, 0, 0, 0, at::zeros({1, 4, 4}, at::kBool), 0,
+                     AttentionSchedule::fused);
+            }).find("fused schedule"),
+            std::string::npos);
+}
+
+// On a GPU the automatic schedule is the fused kernel; in half precision it equals the reference within the
+// rounding of its fp16 steps: scores are 64-term fp32 sums of exact products (an fp32 bound, through exp twice that
+// relative to the output), the probabilities are rounded to fp16 for the product with V (2^-11 relative, at most
+// max |v| in all), and the output once more.
+TEST(Attention, FusedHalfOnTheGpuMatchesReference_CUDA) {
+  at::manual_seed(7);
+  const auto cuda = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
+  for (auto [H, KV, T, window] : {std::tuple{8, 2, 300, 0}, {4, 4, 256, 64}}) {
+    at::Tensor q = at::randn({2, H, T, 64}, cuda), k = at::randn({2, KV, T, 64}, cuda), v = at::randn({2, KV, T, 64}, cuda);
+    const at::Tensor ref = reference_attention(q.cpu(), k.cpu(), v.cpu(), 0.125, window);
+    const double u = std::ldexp(1.0, -11), vmax = v.abs().max().item<double>();
+    const double score_scale = 0.125 * 64 * q.abs().max().item<double>() * k.abs().max().item<double>();
+    const double tol = 2 * test::rounding_bound(64, score_scale) * vmax + 4 * u * vmax;
+    EXPECT_ALL_CLOSE(attend(q, k, v, 0.125, 0, window).cpu().to(at::kDouble), ref, tol, 0)
+        << "H " << H << " KV " << KV << " window " << window;
+  }
 }
 
 // What the attention cannot honour is refused, naming what is wrong: hidden keys of another shape, and first

@@ -381,7 +381,7 @@ TEST(PruneCli, AFailedEvaluationKeepsThePrunedBlocks) {
   std::vector<std::string> with_eval = args;
   for (const char* a : {"--eval", "tinystories", "--eval-max-windows", "1", "--eval-seqlen", "64"})
     with_eval.push_back(a);
-  auto r = test::run_cli(with_eval, test::with_data_dir());
+  auto r = test::run_cli(with_eval);  // the committed data has TinyStories: no optional data needed
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("every block is pruned and saved"), std::string::npos) << r.err;
   args.push_back("--resume");

@@ -20,6 +20,16 @@ std::pair<at::Tensor, at::Tensor> symmetric_eigh(const at::Tensor& A);
 /// the symmetric matrix.
 void syrk_lower(at::Tensor& C, const at::Tensor& A, bool transpose_a, double beta);
 
+/// G += X^T X for X [tokens, n] in any floating dtype and G [n, n] fp32/fp64 on X's device (at least G's lower
+/// triangle; mirror_lower() completes it). fp16 and bf16 X on a GPU go to the matrix units as they are, with fp32
+/// products and sums: a product of two fp16 (11-bit significands) or bf16 (8-bit) numbers has at most 22 significant
+/// bits and is exact in fp32, so the result is the fp32 Gram of the upcast X up to the order of its sums, at the
+/// half-precision rate and without an fp32 copy of X. Otherwise X is converted to G's dtype first (syrk_lower).
+void gram_update(at::Tensor& G, const at::Tensor& X);
+
+/// Whether gram_update takes X of `dtype` on `device` without converting it (see above).
+bool gram_takes_half_inputs(c10::ScalarType dtype, const at::Device& device);
+
 /// Copies the lower triangle of a square matrix onto its upper one (in place, any device).
 void mirror_lower(at::Tensor& C);
 

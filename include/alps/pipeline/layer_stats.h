@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "alps/prune/shared_factors.h"
+
 namespace alps::pipeline {
 
 class LayerStats {
@@ -25,8 +27,11 @@ class LayerStats {
   /// it is the token-weighted mean of the variances within the sequences.
   at::Tensor sequence_mean_sq() const;
   int64_t tokens() const { return T_; }
+  /// What the solves of the linears reading this input share (their G is this one).
+  const std::shared_ptr<prune::SharedFactors>& shared_factors() const { return shared_; }
 
  private:
+  std::shared_ptr<prune::SharedFactors> shared_ = std::make_shared<prune::SharedFactors>();
   at::Tensor G_;    // [in, in]; add() accumulates its lower triangle (a syrk: half the flops of a product)
   mutable bool upper_stale_ = false;  // gram() copies the lower triangle over when set
   at::Tensor sum_;  // [in], fp64

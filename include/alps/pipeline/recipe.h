@@ -37,7 +37,8 @@ struct Recipe {
   std::vector<std::string> skip;  ///< globs of linears left dense
   std::vector<LayerRule> overrides;
   std::string device = "auto";
-  std::string dtype = "fp32";   ///< compute dtype of the forward passes
+  /// Compute dtype of the forward passes; "auto": the checkpoint's fp16/bf16 on a GPU, else fp32 (RunPlan resolves it).
+  std::string dtype = "auto";
   int64_t batch_size = 8;       ///< calibration windows per forward call
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
   std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"

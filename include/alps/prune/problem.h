@@ -4,11 +4,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "alps/io/staged_path.h"
 
 namespace alps::prune {
+
+class SharedFactors;  // shared_factors.h
 
 /// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean` and `sequence_mean_sq`,
 /// metadata `tokens`, optional `sequences` and `name` (docs/formats.md).
@@ -27,6 +30,8 @@ struct LayerProblem {
   /// The caller already ran check_gram on this very G (linears that read one input share it): solve_layer skips
   /// the O(in^3) check.
   bool gram_checked = false;
+  /// Shared by the problems of linears that read one input (same G), when the caller groups them; may be null.
+  std::shared_ptr<SharedFactors> shared;
 
   int64_t rows() const { return W0.size(0); }  ///< out
   int64_t cols() const { return W0.size(1); }  ///< in

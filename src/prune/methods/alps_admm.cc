@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
+#include "alps/prune/shared_factors.h"
 
 namespace alps::prune {
 
@@ -49,7 +51,10 @@ const io::OptionTable<AlpsOptions>& alps_options() {
                "inside (Hn + rho I)^-1 and the refit works with Hn itself")
           .add("b_update", &O::b_update,
                "eigenbasis: B = Q (Q^T R / (L + rho)), two products per iteration; explicit: (Hn + rho I)^-1 formed "
-               "once per rho, one product per iteration; auto: the cheaper for the layer's shape")
+               "once per rho, one product per iteration; cholesky: Hn + rho I factored once per rho, two triangular "
+               "solves per iteration, no eigendecomposition; auto: on the CPU the cheaper of eigenbasis and explicit "
+               "for the layer's shape, on a GPU also cholesky where a cost model of the GPU's kernels says so "
+               "(wide inputs, unshared factorizations; damp > 0)")
           .add("fused", &O::fused,
                "CPU fp32: an iteration's vector work (projection, dual update, right-hand side; PCG's updates) in "
                "fused passes; false runs the same arithmetic as ATen operations, as on other devices");
@@ -62,6 +67,24 @@ AlpsOptions alps_options_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json alps_option_list() { return alps_options().describe(); }
+
+// On a GPU (cuBLAS and cuSOLVER, measured on an H100: docs/benchmarks.md, GPU), in units of n^3 / the fp32 product
+// rate: an eigendecomposition of Hn [n, n] costs about 40 (cuSOLVER's syevd: 35 at n = 8192 and 11008, 88 at 4096),
+// shared by the `users` linears that read one input, and nothing once made; then, over I ADMM iterations with rho
+// changing every third, the explicit inverse costs I products of 2 n^2 out flops plus I / 3 inverses of 2 n^3, and
+// Cholesky I pairs of triangular solves (measured 1.7 times a product: 2 x 1.7 n^2 out) plus I / 3 factorizations of
+// n^3 / 3. With I = 30 (the schedule ends most layers after 30-33 iterations), Cholesky is cheaper when
+// n (40 / users + 50 / 3) > 42 out: on LLaMA-7B's shapes down_proj (n = 11008) and an unshared 4096-wide o_proj,
+// not q/k/v or gate/up, whose shared eigendecomposition is cheaper.
+bool cholesky_is_cheaper(int64_t in, int64_t out, int64_t users, bool eigh_cached) {
+  constexpr double kEigh = 40, kIterations = 30, kSolveOverProduct = 1.7;
+  const double rho_changes = kIterations / 3;
+  const double n = static_cast<double>(in), m = static_cast<double>(out);
+  const double eigh = eigh_cached ? 0.0 : kEigh / static_cast<double>(std::max<int64_t>(1, users));
+  const double explicit_cost = eigh * n * n * n + kIterations * 2 * n * n * m + rho_changes * 2 * n * n * n;
+  const double cholesky_cost = kIterations * 2 * kSolveOverProduct * n * n * m + rho_changes * n * n * n / 3;
+  return cholesky_cost < explicit_cost;
+}
 
 RhoSchedule::RhoSchedule(const AlpsOptions& options) : o_(options), rho_(options.rho0) {}
 
@@ -97,8 +120,9 @@ Alps::Alps(AlpsOptions options) : options_(options) {
              "alps: damp >= 0, rho0 > 0, rho_max > 0 and shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0, " rho_max=", o.rho_max, " shrink=", o.shrink);
   ALPS_CHECK(o.max_iterations >= 0 && o.check_every >= 1 && o.pcg_iterations >= 0 && o.pcg_tolerance >= 0,
              "alps: max_iterations >= 0, check_every >= 1, pcg_iterations >= 0, pcg_tolerance >= 0 are required");
-  ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit",
-             "alps: b_update must be auto, eigenbasis or explicit, got '", o.b_update, "'");
+  ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit" ||
+                 o.b_update == "cholesky",
+             "alps: b_update must be auto, eigenbasis, explicit or cholesky, got '", o.b_update, "'");
 }
 
 Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const {
@@ -110,35 +134,63 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     sol.W = problem.W0.to(at::kFloat).clone();
     return sol;
   }
-  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous.
-  detail::ScaledProblem s = detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double);
-  const at::Tensor &Hn = s.Hn, &B0 = s.B0, &Y = s.Y;
-  // The one eigendecomposition per layer: (Hn + rho I)^-1 = Q diag(1 / (L + rho)) Q^T for every rho.
-  const auto t0 = std::chrono::steady_clock::now();
-  auto [L_, Q_] = symmetric_eigh(o.eigh_double ? s.Hn64 : Hn);
-  s.Hn64.reset();
-  const double eigh_seconds = seconds_since(t0);
-  at::Tensor Q = Q_.to(at::kFloat), Qt = Q.t().contiguous(), L = L_.to(at::kFloat).unsqueeze(0);  // L: [1, in]
   const int64_t in = problem.cols(), out = problem.rows();
+  // How B = (Hn + rho I)^-1 R is computed. eigenbasis: B = Q (Q^T R / (L + rho)), two [in,in]x[in,out] products per
+  // iteration (4 in^2 out flops) after one eigendecomposition. explicit: Minv = (Q diag^1/2)(Q diag^1/2)^T formed
+  // once per rho (rho only changes at a support check, every check_every iterations), in^3 flops as a syrk (2 in^3
+  // as a product), then one product per iteration. cholesky: Hn + rho I = C C^T factored once per rho (in^3 / 3
+  // flops) and two triangular solves per iteration (2 in^2 out), with no eigendecomposition at all (O(in^3) with a
+  // large constant: most of a wide layer's solve on a GPU). auto: on the CPU the cheaper of the first two over a
+  // check period; on a GPU cholesky where cholesky_is_cheaper says so (damp > 0 keeps Hn + rho I positive definite),
+  // else the same choice as on the CPU.
+  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous. Hn,
+  // D and the eigendecomposition depend on G, damp and the precision alone: linears that read one input (q/k/v,
+  // gate/up) share them through problem.shared, and only the first of a group computes them.
+  const std::string eigh_key = fmt::format("alps damp={} eigh {}", o.damp, o.eigh_double ? "fp64" : "fp32");
+  const bool eigh_cached = problem.shared && problem.shared->find(eigh_key) != nullptr;
+  const bool cholesky = o.b_update == "cholesky" ||
+                        (o.b_update == "auto" && !problem.W0.device().is_cpu() && o.damp > 0 &&
+                         cholesky_is_cheaper(in, out, problem.shared ? problem.shared->users : 1, eigh_cached));
+  const bool syrk = syrk_is_native(problem.W0.device());
+  bool explicit_inverse = o.b_update == "explicit";
+  if (o.b_update == "auto" && !cholesky) explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
+  const std::string key = cholesky ? fmt::format("alps damp={} scaled", o.damp) : eigh_key;
+  const std::vector<at::Tensor>* shared = problem.shared ? problem.shared->find(key) : nullptr;
+  detail::ScaledProblem s = shared != nullptr
+                                ? detail::scale_problem(problem, (*shared)[0], (*shared)[1])
+                                : detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double && !cholesky);
+  const at::Tensor &Hn = s.Hn, &B0 = s.B0, &Y = s.Y;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t factorizations = 0;
+  at::Tensor Q, Qt, L;  // Hn = Q diag(L) Q^T, L as [1, in]
+  if (!cholesky) {
+    if (shared != nullptr) {
+      L = (*shared)[2];
+      Q = (*shared)[3];
+    } else {
+      auto [L_, Q_] = symmetric_eigh(o.eigh_double ? s.Hn64 : Hn);
+      s.Hn64.reset();
+      Q = Q_.to(at::kFloat);
+      L = L_.to(at::kFloat).unsqueeze(0);
+      ++factorizations;
+    }
+    Qt = Q.t().contiguous();
+  }
+  if (problem.shared && shared == nullptr)
+    problem.shared->store(key, cholesky ? std::vector<at::Tensor>{Hn, s.d} : std::vector<at::Tensor>{Hn, s.d, L, Q});
+  const double eigh_seconds = seconds_since(t0);
   const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
   auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
   at::Tensor B = B0.clone();
-  // B-update cost per rho (rho only changes at a support check, every check_every iterations): applying
-  // Q diag Q^T costs two [in,in]x[in,out] products per iteration (4 in^2 out flops); forming
-  // Minv = (Hn + rho I)^-1 = (Q diag^1/2)(Q diag^1/2)^T once per rho costs in^3 flops as a syrk (2 in^3 as a
-  // product) and then one [in,in]x[in,out] product per iteration. Pick the cheaper over a check period.
-  const bool syrk = syrk_is_native(Hn.device());
-  bool explicit_inverse = o.b_update == "explicit";
-  if (o.b_update == "auto") explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
-  at::Tensor Minv, Qs, T;
-  if (explicit_inverse) {
-    Minv = at::empty({in, in}, Q.options());
+  at::Tensor Minv, Qs, T, C;
+  if (explicit_inverse && !cholesky) {
+    Minv = at::empty({in, in}, Hn.options());
     Qs = at::empty_like(Q);
-  } else {
+  } else if (!cholesky) {
     T = at::empty_like(B0);
   }
-  double rho_of_Minv = 0;
-  const double L_min = L.min().item<double>();
+  double rho_of_factor = 0;
+  const double L_min = cholesky ? 0.0 : L.min().item<double>();
 
   RhoSchedule schedule(o);
   double rho = schedule.rho();
@@ -155,8 +207,20 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     auto ta = mark();
     // B-update (paper eq. 4): B = Q diag(1/(L + rho)) Q^T (Y - V + rho D); a new rho only changes the divisor.
     const at::Tensor& R = iterates->rhs(rho);
-    if (explicit_inverse) {
-      if (rho != rho_of_Minv) {
+    if (cholesky) {
+      if (rho != rho_of_factor) {
+        at::Tensor M = Hn.clone();
+        M.diagonal().add_(rho);
+        auto [factor, info] = at::linalg_cholesky_ex(M);
+        ALPS_CHECK(info.item<int64_t>() == 0, "alps: b_update=cholesky: Hn + rho I is not positive definite (rho ",
+                   rho, ", damp ", o.damp, "); use damp > 0 or b_update=eigenbasis");
+        C = std::move(factor);
+        rho_of_factor = rho;
+        ++factorizations;
+      }
+      B.copy_(at::cholesky_solve(R, C, /*upper=*/false));  // the solve's result is column-major; B stays row-major
+    } else if (explicit_inverse) {
+      if (rho != rho_of_factor) {
         if (L_min + rho > 0) {
           at::mul_out(Qs, Q, (L + rho).rsqrt_());
           syrk_lower(Minv, Qs, /*transpose_a=*/false, 0.0);
@@ -165,7 +229,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
           at::mul_out(Qs, Q, (L + rho).reciprocal_());
           at::mm_out(Minv, Qs, Qt);
         }
-        rho_of_Minv = rho;
+        rho_of_factor = rho;
       }
       at::mm_out(B, Minv, R);
     } else {
@@ -193,10 +257,16 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   // warm-started from the projected B.
   at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
   auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused);
-  sol.stats = {{"iterations", it}, {"rho", rho}, {"refit_iterations", refit.iterations}, {"factorizations", 1}};
+  const char* update = cholesky ? "cholesky" : explicit_inverse ? "explicit" : "eigenbasis";
+  sol.stats = {{"iterations", it},
+               {"rho", rho},
+               {"refit_iterations", refit.iterations},
+               {"factorizations", factorizations},
+               {"b_update", update}};
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
-                "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s", o.eigh_double ? "fp64" : "fp32",
-                eigh_seconds, it, admm_seconds, explicit_inverse ? "explicit inverse" : "eigenbasis", t_update,
+                "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s",
+                cholesky ? "none" : shared != nullptr ? "shared" : o.eigh_double ? "fp64" : "fp32", eigh_seconds, it,
+                admm_seconds, update, t_update,
                 t_project, rho, refit.iterations, seconds_since(t0) - eigh_seconds - admm_seconds);
   sol.W = s.unscaled(refit.B);
   return sol;

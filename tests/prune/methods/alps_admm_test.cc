@@ -7,6 +7,8 @@
 
 #include "alps/core/error.h"
 #include "alps/prune/problem.h"
+#include "alps/prune/shared_factors.h"
+#include "support.h"
 #include "../fixtures.h"
 
 namespace alps::prune {
@@ -92,7 +94,8 @@ TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
     };
     at::Tensor W_short = make_alps_admm(with(short_run, reference))->solve(p, pattern).W;
     const double full = relative_error(p, make_alps_admm(reference)->solve(p, pattern).W);
-    for (const auto& options : {nlohmann::json{{"b_update", "explicit"}}, nlohmann::json{{"eigh_double", false}},
+    for (const auto& options : {nlohmann::json{{"b_update", "explicit"}}, nlohmann::json{{"b_update", "cholesky"}},
+                                nlohmann::json{{"eigh_double", false}},
                                 nlohmann::json{{"b_update", "explicit"}, {"eigh_double", false}},
                                 nlohmann::json{{"fused", false}}, nlohmann::json::object()}) {
       SCOPED_TRACE(options.dump());
@@ -103,7 +106,57 @@ TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
       EXPECT_NEAR(relative_error(p, make_alps_admm(options)->solve(p, pattern).W), full, 0.02 * full);
     }
   }
-  EXPECT_THROW(make_alps_admm({{"b_update", "cholesky"}}), Error);
+  EXPECT_THROW(make_alps_admm({{"b_update", "inverse"}}), Error);
+}
+
+// Cholesky factors are made once per value of rho and no eigendecomposition at all; an Hn + rho I that is not
+// positive definite is refused with the way out, not solved into garbage.
+TEST(Alps, CholeskyFactorsOncePerRho) {
+  LayerProblem p = make_synthetic_problem(test::small_options(5, 64, 128, 1000));
+  Solution s = make_alps_admm({{"b_update", "cholesky"}})->solve(p, Pattern::unstructured(0.6));
+  EXPECT_EQ(s.stats.at("b_update"), "cholesky");
+  const int64_t iterations = s.stats.at("iterations"), factorizations = s.stats.at("factorizations");
+  EXPECT_GE(factorizations, 2);  // rho changed at least once
+  EXPECT_LE(factorizations, (iterations + 2) / 3 + 1);  // at most one per check period, plus the first
+  // Not a Gram matrix (what check_gram refuses before any solve in alps): indefinite, with a zero diagonal.
+  LayerProblem indefinite = p;
+  indefinite.G = at::zeros_like(p.G);
+  indefinite.G[0][1] = 1;
+  indefinite.G[1][0] = 1;
+  EXPECT_NE(alps::test::error_message([&] {
+              make_alps_admm({{"b_update", "cholesky"}, {"damp", 0.0}})->solve(indefinite, Pattern::unstructured(0.5));
+            }).find("b_update=cholesky"),
+            std::string::npos);
+}
+
+// The GPU's choice of B-update on LLaMA-7B's shapes, as measured on an H100 (alps_admm.cc): the shared
+// eigendecomposition for q/k/v and gate/up, Cholesky factors for down_proj and an o_proj that shares nothing; once
+// the eigendecomposition is made, the linears after the first take it unless their output is narrow (a KV head's).
+TEST(Alps, GpuChoosesCholeskyForWideOrUnsharedInputs) {
+  EXPECT_FALSE(cholesky_is_cheaper(4096, 4096, 3, false));   // q_proj
+  EXPECT_FALSE(cholesky_is_cheaper(4096, 4096, 3, true));    // k_proj, v_proj
+  EXPECT_TRUE(cholesky_is_cheaper(4096, 4096, 1, false));    // o_proj
+  EXPECT_FALSE(cholesky_is_cheaper(4096, 11008, 2, false));  // gate_proj
+  EXPECT_TRUE(cholesky_is_cheaper(11008, 4096, 1, false));   // down_proj
+  EXPECT_TRUE(cholesky_is_cheaper(8192, 1024, 3, true));     // a 70B k_proj: eight KV heads
+}
+
+// Linears that read one input share their factorization: the second solve of a group takes the first one's
+// eigendecomposition (no factorization of its own) and returns what it would have computed alone, bit for bit;
+// another damping is another entry.
+TEST(Alps, ProblemsOfOneGramShareTheirFactorization) {
+  LayerProblem p = make_synthetic_problem(test::small_options(6, 64, 128, 1000));
+  const Pattern pattern = Pattern::unstructured(0.7);
+  LayerProblem q = p;
+  q.W0 = at::randn_like(p.W0);
+  const at::Tensor alone = make_alps_admm({})->solve(q, pattern).W;
+  p.shared = q.shared = std::make_shared<SharedFactors>();
+  EXPECT_EQ(make_alps_admm({})->solve(p, pattern).stats.at("factorizations"), 1);
+  Solution second = make_alps_admm({})->solve(q, pattern);
+  EXPECT_EQ(second.stats.at("factorizations"), 0);
+  EXPECT_TRUE(second.W.equal(alone));
+  EXPECT_EQ(make_alps_admm({{"damp", 0.02}})->solve(q, pattern).stats.at("factorizations"), 1);
+  EXPECT_EQ(make_alps_admm({{"eigh_double", true}})->solve(q, pattern).stats.at("factorizations"), 1);
 }
 
 }  // namespace

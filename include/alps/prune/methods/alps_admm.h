@@ -39,6 +39,10 @@ AlpsOptions alps_options_from_json(const nlohmann::json& j);
 /// The option table as [{name, type, default, help}].
 nlohmann::json alps_option_list();
 
+/// Whether, on a GPU, a Cholesky factorization per value of rho costs less than the eigendecomposition of an [in, in]
+/// Hn (shared by `users` linears, or already made) plus the explicit inverse per rho, for a weight [out, in].
+bool cholesky_is_cheaper(int64_t in, int64_t out, int64_t users, bool eigh_cached);
+
 /// The rho schedule (docs/algorithms.md) as a small state machine, so that it can be driven by known support changes.
 class RhoSchedule {
  public:
