@@ -143,9 +143,6 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   // large constant: most of a wide layer's solve on a GPU). auto: on the CPU the cheaper of the first two over a
   // check period; on a GPU cholesky where cholesky_is_cheaper says so (damp > 0 keeps Hn + rho I positive definite),
   // else the same choice as on the CPU.
-  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous. Hn,
-  // D and the eigendecomposition depend on G, damp and the precision alone: linears that read one input (q/k/v,
-  // gate/up) share them through problem.shared, and only the first of a group computes them.
   const std::string eigh_key = fmt::format("alps damp={} eigh {}", o.damp, o.eigh_double ? "fp64" : "fp32");
   const bool eigh_cached = problem.shared && problem.shared->find(eigh_key) != nullptr;
   const bool cholesky = o.b_update == "cholesky" ||
@@ -154,8 +151,14 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   const bool syrk = syrk_is_native(problem.W0.device());
   bool explicit_inverse = o.b_update == "explicit";
   if (o.b_update == "auto" && !cholesky) explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
+
+  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous. Hn,
+  // D and the eigendecomposition depend on G, damp and the precision alone: linears that read one input (q/k/v,
+  // gate/up) share them through problem.shared, and only the first of a group computes them (Cholesky factors
+  // depend on rho: only Hn and D are shared then, and an entry with the eigendecomposition serves too).
   const std::string key = cholesky ? fmt::format("alps damp={} scaled", o.damp) : eigh_key;
   const std::vector<at::Tensor>* shared = problem.shared ? problem.shared->find(key) : nullptr;
+  if (shared == nullptr && cholesky && eigh_cached) shared = problem.shared->find(eigh_key);
   detail::ScaledProblem s = shared != nullptr
                                 ? detail::scale_problem(problem, (*shared)[0], (*shared)[1])
                                 : detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double && !cholesky);
