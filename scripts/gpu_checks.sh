@@ -20,6 +20,8 @@
 #            estimate; then one block at --batch-size 4 and 16 (--stop-after 1) for the GPU's default (120 s)
 #   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672) (180 s)
 #   profile7b (not in the default steps) prune7b's run with the debug log: where each phase's seconds go (120 s)
+#   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
+#            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (150 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
 #   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT7B="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" \
 #     CKPT70B="--hidden 64 --ffn 160 --heads 8 --kv-heads 2" NSAMPLES=4 SEQLEN=128 scripts/gpu_checks.sh \
@@ -174,9 +176,28 @@ prune70b() { prune_model prune70b 1 "$ckpt70b"; }
 # phases are a little longer than without it).
 profile7b() { prune_model profile7b 2 "$ckpt7b" --log-level debug; }
 
+# The deterministic methods against an earlier build of alps ($BASELINE_ALPS, a CUDA build's alps binary carried
+# along, e.g. in .device), both computing in fp32 on the 7B-shaped checkpoint: the layer errors must agree to the
+# rounding of the Gram's summation order.
+baseline() {
+  [ -x "${BASELINE_ALPS:-}" ] || { echo "baseline: set BASELINE_ALPS to an earlier alps binary" >&2; return 1; }
+  [ -f "$scratch/prune7b/config.json" ] || py scripts/make_random_checkpoint.py "$scratch/prune7b" --family llama \
+    --layers 2 --vocab 50304 --dtype float16 --data-dir tests/data/real $ckpt7b || return 1
+  local method who bin
+  for method in sparsegpt wanda; do
+    for who in baseline this; do
+      bin=$alps
+      [ "$who" = baseline ] && bin=$BASELINE_ALPS
+      "$bin" prune --model "$scratch/prune7b" --out "$scratch/$who-$method" --method "$method" --sparsity 0.7 \
+        --calib c4 --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" \
+        --dtype fp32 --json > "$logs/baseline-$who-$method.json" || return 1
+    done
+  done
+}
+
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
-export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen
-export -f py machine tests solve layers prune_model prune7b prune70b profile7b
+export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen BASELINE_ALPS=${BASELINE_ALPS:-}
+export -f py machine tests solve layers prune_model prune7b prune70b profile7b baseline
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
@@ -186,6 +207,7 @@ for s in $steps; do
     prune7b) run_step prune7b 120 prune7b ;;
     prune70b) run_step prune70b 180 prune70b ;;
     profile7b) run_step profile7b 120 profile7b ;;
+    baseline) run_step baseline 150 baseline ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -252,6 +274,23 @@ for b in (4, 16):
         print(f"\n7B first block at --batch-size {b}: " + json.dumps(rep.get("phase_seconds", {})))
 phases("Prune, LLaMA-70B shape, ALPS 70%", os.path.join(out, "prune70b.json"))
 phases("Prune with the debug log, LLaMA-7B shape, ALPS 70%", os.path.join(out, "profile7b.json"))
+for method in ("sparsegpt", "wanda"):
+    docs = {}
+    for who in ("baseline", "this"):
+        p = os.path.join(logs, f"baseline-{who}-{method}.json")
+        if os.path.exists(p) and os.path.getsize(p) > 0:
+            r = json.load(open(p))
+            docs[who] = r.get("report", r)
+    if len(docs) == 2:
+        print(f"\n## {method} 70%, fp32 compute: the earlier build against this one\n")
+        print("phases: " + json.dumps(docs["baseline"]["phase_seconds"]) + " / " + json.dumps(docs["this"]["phase_seconds"]))
+        worst = 0.0
+        print("\n| layer | rel_error earlier | rel_error this | relative difference |\n|---|---|---|---|")
+        for a, b in zip(docs["baseline"]["layers"], docs["this"]["layers"]):
+            d = abs(a["rel_error"] - b["rel_error"]) / a["rel_error"]
+            worst = max(worst, d)
+            print(f"| {a['block']} {a['name'].split('.')[-1]} | {a['rel_error']:.8e} | {b['rel_error']:.8e} | {d:.2e} |")
+        print(f"\nlargest relative difference {worst:.2e}")
 profile = os.path.join(logs, "profile7b.log")
 if os.path.exists(profile):
     lines = [l.strip() for l in open(profile)
