@@ -20,7 +20,8 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int kStateFormat = 2;
+// 3: state.json says whether it holds the next block's inputs ("inputs"); format 2 always did.
+constexpr int kStateFormat = 3;
 constexpr const char* kStateFile = "state.json";
 
 
@@ -50,13 +51,15 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
     io::save_safetensors(block_file(s.next_block - 1), block_weights, {}, io::ExistingFile::kReplace);
   crash_point("state-block-saved");
   // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
-  io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
+  if (next_inputs.defined())
+    io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
   crash_point("state-inputs-saved");
   // The state is alps's own, rewritten after every block.
   io::write_text_staged(dir_ / kStateFile,
                         json{{"format", kStateFormat},
                              {"key", s.key},
                              {"next_block", s.next_block},
+                             {"inputs", next_inputs.defined()},
                              {"layers", s.layers},
                              {"phase_seconds", s.phase_seconds},
                              {"calibration", s.calibration}}
@@ -87,8 +90,8 @@ ResumeState StateDir::load() const {
     ALPS_FAIL("resume state ", file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }
   const int format = doc.value("format", 1);
-  ALPS_CHECK(format == kStateFormat, file.string(), " was written by another version of alps (state format ", format,
-             ", this alps reads ", kStateFormat, "): pass --overwrite to start over");
+  ALPS_CHECK(format == 2 || format == kStateFormat, file.string(), " was written by another version of alps (state "
+             "format ", format, ", this alps reads 2 and ", kStateFormat, "): pass --overwrite to start over");
   ResumeState s;
   try {
     s.key = doc.at("key");
@@ -96,11 +99,12 @@ ResumeState StateDir::load() const {
     s.layers = doc.at("layers");
     s.phase_seconds = doc.at("phase_seconds");
     s.calibration = doc.at("calibration");
+    s.has_inputs = doc.value("inputs", true);
   } catch (const json::exception& e) {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }
   ALPS_CHECK(s.next_block >= 0, file.string(), ": next_block must be >= 0, got ", s.next_block);
-  for (int64_t b = 0; b <= s.next_block; ++b) {
+  for (int64_t b = 0; b < s.next_block + (s.has_inputs ? 1 : 0); ++b) {
     const fs::path f = b < s.next_block ? block_file(b) : inputs_file(b);
     ALPS_CHECK(fs::is_regular_file(f), "resume state in ", dir_.string(), " is damaged: ", f.filename().string(),
                " is missing; pass --overwrite to start over");
@@ -117,6 +121,7 @@ std::vector<std::pair<std::string, at::Tensor>> StateDir::load_block(int64_t b) 
 }
 
 at::Tensor StateDir::load_inputs(const ResumeState& s) const {
+  if (!s.has_inputs) return {};
   return io::SafetensorsFile(inputs_file(s.next_block)).tensor("inputs").clone();
 }
 

@@ -109,7 +109,6 @@ class PruneRun {
   /// What the run is doing now, for an error that interrupts it.
   const std::string& step() const { return step_; }
   const c10::Device& device() const { return plan_.device; }
-  const at::Tensor& inputs() const { return inputs_; }
   int64_t next_block() const { return next_block_; }
 
   // Block 0's inputs: the embedded calibration windows.
@@ -152,7 +151,7 @@ class PruneRun {
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
     inputs_ = dir.load_inputs(s);
-    if (plan_.device.is_cuda() && inputs_.numel() > 0) inputs_ = inputs_.pin_memory();
+    if (plan_.device.is_cuda() && inputs_.defined() && inputs_.numel() > 0) inputs_ = inputs_.pin_memory();
     rep_.blocks_done = next_block_;
     if (next_block_ < rep_.blocks_total)
       spdlog::info("resuming at block {}/{}", next_block_ + 1, rep_.blocks_total);
@@ -165,7 +164,9 @@ class PruneRun {
   // and its pruned forward pass, which overwrites the inputs being written, waits for the save first.
   void save_state(std::vector<std::pair<std::string, at::Tensor>> pruned) {
     finish_saving();
-    writer_.start(state(), std::move(pruned), inputs_);
+    // After the last block nothing reads its outputs (the evaluation runs the whole model on its own windows): the
+    // state keeps none, a block's activations less to write and to wait for.
+    writer_.start(state(), std::move(pruned), next_block_ < rep_.blocks_total ? inputs_ : at::Tensor());
   }
 
   // Waits for the save in flight (the end of the run, or before the inputs change).

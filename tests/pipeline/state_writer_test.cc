@@ -47,6 +47,39 @@ TEST(StateWriter, SavesInTheBackgroundWhatStateDirReadsBack) {
   EXPECT_FALSE(fs::exists(tmp / "state" / "inputs-00000.safetensors"));  // superseded, removed
 }
 
+// After the last block the state holds no inputs (nothing reads them): none written, none asked for on loading; a
+// state of the previous format, which always held them, still loads.
+TEST(StateWriter, TheStateAfterTheLastBlockHoldsNoInputs) {
+  test::TempDir tmp;
+  fs::create_directories(tmp / "state");
+  StateDir dir(tmp / "state");
+  {
+    StateWriter writer(dir);
+    writer.start(state_before(1), {}, at::randn({2, 4, 8}));
+    writer.start(state_before(2), {{"w", at::randn({4, 4})}}, at::Tensor());
+  }
+  ResumeState s = dir.load();
+  EXPECT_EQ(s.next_block, 2);
+  EXPECT_FALSE(s.has_inputs);
+  EXPECT_FALSE(dir.load_inputs(s).defined());
+  for (const auto& e : fs::directory_iterator(tmp / "state"))
+    EXPECT_EQ(e.path().filename().string().rfind("inputs-", 0), std::string::npos) << e.path();
+
+  // Format 2: the same fields, no "inputs", and the inputs file beside it.
+  std::ofstream(tmp / "state" / "state.json")
+      << R"({"format": 2, "key": {"model": "m"}, "next_block": 2, "layers": [], "phase_seconds": {}, "calibration": {}})";
+  EXPECT_THROW(dir.load(), Error);  // names the missing inputs file
+  {
+    StateWriter writer(dir);
+    writer.start(state_before(2), {{"w", at::randn({4, 4})}}, at::ones({2, 4, 8}));
+  }
+  std::ofstream(tmp / "state" / "state.json")
+      << R"({"format": 2, "key": {"model": "m"}, "next_block": 2, "layers": [], "phase_seconds": {}, "calibration": {}})";
+  s = dir.load();
+  EXPECT_TRUE(s.has_inputs);
+  EXPECT_TRUE(dir.load_inputs(s).equal(at::ones({2, 4, 8})));
+}
+
 // A save that cannot write (here its directory is a file; a full disk alike) is the caller's error at the next wait,
 // with the message the save itself gave; the writer is usable again afterwards.
 TEST(StateWriter, AFailedSaveIsRaisedWhereTheRunWaits) {

@@ -22,6 +22,9 @@ struct ResumeState {
   nlohmann::json layers = nlohmann::json::array();         ///< layer reports of the finished blocks
   nlohmann::json phase_seconds = nlohmann::json::object();
   nlohmann::json calibration = nlohmann::json::object();
+  /// Whether the state holds the inputs of block next_block: not after the last block, whose outputs nothing reads
+  /// (the evaluation runs the whole model on its own windows).
+  bool has_inputs = true;
 };
 
 class StateDir {
@@ -32,14 +35,15 @@ class StateDir {
   /// resumes from).
   void on_saved(std::function<void(int64_t next_block)> f) { on_saved_ = std::move(f); }
   /// Saves the state reached before block `s.next_block`: that block's predecessor's pruned weights (none when
-  /// next_block is 0), the inputs of block next_block, then state.json; then removes what it superseded.
+  /// next_block is 0), the inputs of block next_block (none when `next_inputs` is undefined: after the last block),
+  /// then state.json; then removes what it superseded.
   void save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
             const at::Tensor& next_inputs);
   /// Reads state.json and checks that every file it names is there; errors say what is damaged and what to do.
   ResumeState load() const;
   /// Pruned weights of block `b`, as saved.
   std::vector<std::pair<std::string, at::Tensor>> load_block(int64_t b) const;
-  /// The inputs of block `s.next_block`, on the host.
+  /// The inputs of block `s.next_block`, on the host (undefined when the state holds none).
   at::Tensor load_inputs(const ResumeState& s) const;
 
  private:
