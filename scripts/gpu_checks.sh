@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The checks and measurements that need a GPU, as one prepared device call of at most eight minutes: a session lent
+# The checks and measurements that need a GPU, as one prepared device call (the default steps' limits add up to 490 s;
+# they took 290 s on an H100 on 2026-11-27, docs/benchmarks.md#gpu): a session lent
 # a GPU machine builds and packs here (scripts/setup.sh --cuda, scripts/pack_for_device.sh) and runs, with .device
 # carried,
 #
@@ -10,8 +11,9 @@
 #   tests    the *_CUDA tests of every test program of the CUDA build, six programs at a time (60 s; `alltests`
 #            runs every test instead, 210 s): each program's log, and the failed tests by name
 #   layers   synthetic layer problems of LLaMA-2-7B's shapes (q/k/v/o 4096x4096, gate/up 11008x4096, down
-#            4096x11008; `alps make-problem`, 16384 tokens) on the GPU: ALPS at 70% with auto, cholesky and explicit B-updates
-#            (--option b_update=...; the split between factorization, ADMM and PCG from its debug log), ALPS 2:4 and
+#            4096x11008; `alps make-problem`, 16384 tokens) on the GPU: ALPS at 70% with the auto, cholesky and
+#            explicit B-updates (--option b_update=...; the split between factorization, ADMM and PCG from its debug
+#            log), ALPS 2:4 and
 #            SparseGPT 70% with the defaults; then ALPS and SparseGPT at 70% on the first shape on the CPU (one
 #            problem on both devices: the errors side by side) (90 s)
 #   prune7b  `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, 2 blocks, written by
@@ -21,7 +23,7 @@
 #   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672) (180 s)
 #   profile7b (not in the default steps) prune7b's run with the debug log: where each phase's seconds go (120 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
-#            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (150 s)
+#            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (200 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
 #   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT7B="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" \
 #     CKPT70B="--hidden 64 --ffn 160 --heads 8 --kv-heads 2" NSAMPLES=4 SEQLEN=128 scripts/gpu_checks.sh \
@@ -207,7 +209,7 @@ for s in $steps; do
     prune7b) run_step prune7b 120 prune7b ;;
     prune70b) run_step prune70b 180 prune70b ;;
     profile7b) run_step profile7b 120 profile7b ;;
-    baseline) run_step baseline 150 baseline ;;
+    baseline) run_step baseline 200 baseline ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done

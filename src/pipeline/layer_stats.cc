@@ -32,7 +32,8 @@ void LayerStats::add(const at::Tensor& x) {
   // Each sequence's column sums like the mean's, squared and accumulated in fp64.
   const int64_t L = x.dim() >= 2 ? x.size(-2) : 1;
   if (L > 0) {
-    const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1, false, sum_dtype).to(at::kDouble);  // [sequences, in]
+    // [sequences, in]
+    const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1, /*keepdim=*/false, sum_dtype).to(at::kDouble);
     sequence_sq_.add_(sequence_sums.pow(2).sum(0) / static_cast<double>(L));
   }
   T_ += X.size(0);

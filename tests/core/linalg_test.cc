@@ -78,8 +78,8 @@ TEST(Linalg, SyrkLowerAccumulatesAndMirrorCompletes) {
 // gram_update's half-precision path (a GPU): fp16 and bf16 inputs give the Gram of the upcast inputs within the
 // rounding of fp32 sums alone, i.e. their products are not rounded: every entry within gamma_2T (fp32, the worst
 // case: the matrix units' sums need not round to nearest) of |X|^T |X| of the exact fp64 Gram, over two batches of
-// T tokens. Rounded products, or a rounded result, would be off by up to 2^-11 (fp16) of that, 8 times more. The same product with a half-precision result (what a
-// plain half matrix product gives) misses that bound: the check can tell the two apart.
+// T tokens. A rounded result (what a plain half-precision matrix product gives), like rounded products, is off by
+// up to 2^-11 (fp16) of that, 8 times more, and misses the bound: the check tells the two apart.
 TEST(Linalg, GramUpdateFromHalfInputsIsTheFp32Gram_CUDA) {
   at::manual_seed(4);
   for (auto dtype : {at::kHalf, at::kBFloat16}) {

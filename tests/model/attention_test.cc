@@ -199,7 +199,8 @@ TEST(Attention, FusedHalfOnTheGpuMatchesReference_CUDA) {
   at::manual_seed(7);
   const auto cuda = at::TensorOptions().device(at::kCUDA).dtype(at::kHalf);
   for (auto [H, KV, T, window] : {std::tuple{8, 2, 300, 0}, {4, 4, 256, 64}}) {
-    at::Tensor q = at::randn({2, H, T, 64}, cuda), k = at::randn({2, KV, T, 64}, cuda), v = at::randn({2, KV, T, 64}, cuda);
+    at::Tensor q = at::randn({2, H, T, 64}, cuda), k = at::randn({2, KV, T, 64}, cuda);
+    at::Tensor v = at::randn({2, KV, T, 64}, cuda);
     const at::Tensor ref = reference_attention(q.cpu(), k.cpu(), v.cpu(), 0.125, window);
     const double u = std::ldexp(1.0, -11), vmax = v.abs().max().item<double>();
     const double score_scale = 0.125 * 64 * q.abs().max().item<double>() * k.abs().max().item<double>();

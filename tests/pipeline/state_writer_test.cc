@@ -66,15 +66,15 @@ TEST(StateWriter, TheStateAfterTheLastBlockHoldsNoInputs) {
     EXPECT_EQ(e.path().filename().string().rfind("inputs-", 0), std::string::npos) << e.path();
 
   // Format 2: the same fields, no "inputs", and the inputs file beside it.
-  std::ofstream(tmp / "state" / "state.json")
-      << R"({"format": 2, "key": {"model": "m"}, "next_block": 2, "layers": [], "phase_seconds": {}, "calibration": {}})";
+  const char* format2_state = R"({"format": 2, "key": {"model": "m"}, "next_block": 2, "layers": [],)"
+                              R"( "phase_seconds": {}, "calibration": {}})";
+  std::ofstream(tmp / "state" / "state.json") << format2_state;
   EXPECT_THROW(dir.load(), Error);  // names the missing inputs file
   {
     StateWriter writer(dir);
     writer.start(state_before(2), {{"w", at::randn({4, 4})}}, at::ones({2, 4, 8}));
   }
-  std::ofstream(tmp / "state" / "state.json")
-      << R"({"format": 2, "key": {"model": "m"}, "next_block": 2, "layers": [], "phase_seconds": {}, "calibration": {}})";
+  std::ofstream(tmp / "state" / "state.json") << format2_state;
   s = dir.load();
   EXPECT_TRUE(s.has_inputs);
   EXPECT_TRUE(dir.load_inputs(s).equal(at::ones({2, 4, 8})));
