@@ -267,8 +267,11 @@ void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
              state_->dir.string());
   ALPS_CHECK(value.sizes() == it->second.sizes(), "set_tensor ", name, ": expected ", shape_str(it->second.sizes()),
              ", got ", shape_str(value.sizes()));
-  // A private host copy: never alias the caller's tensor or write through to the mapped file.
-  it->second = value.detach().to(at::kCPU, it->second.scalar_type()).contiguous().clone();
+  // A private host copy: never alias the caller's tensor or write through to the mapped file. A download or a
+  // conversion already made one (a second copy cost a pass over the weight for every pruned linear of a GPU run).
+  at::Tensor host = value.detach().to(at::kCPU, it->second.scalar_type()).contiguous();
+  if (host.is_alias_of(value)) host = host.clone();
+  it->second = std::move(host);
   if (state_->resident.count(name)) state_->make_resident(name);
 }
 

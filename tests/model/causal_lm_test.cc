@@ -224,6 +224,11 @@ TEST(CausalLM, SetTensorChangesTheForwardAndKeepsTheCheckpointDtype) {
   EXPECT_EQ(m.tensor(name).count_nonzero().item<int64_t>(), 0);
   EXPECT_FALSE(at::allclose(before, m.forward(ids)));
   EXPECT_THROW(m.set_tensor(name, at::zeros({3, 3})), Error);
+  // The model keeps a copy of its own: a weight of the checkpoint's dtype changed afterwards changes nothing.
+  at::Tensor w = at::ones_like(m.tensor(name));
+  m.set_tensor(name, w);
+  w.zero_();
+  EXPECT_EQ(m.tensor(name).count_nonzero().item<int64_t>(), w.numel());
 }
 
 TEST(CausalLM, Stories260KInfo) {
