@@ -79,10 +79,14 @@ c10::ScalarType parse_dtype(std::string_view name) {
   ALPS_USAGE_FAIL(dtype_name_problem(name));
 }
 
-std::string dtype_name_problem(std::string_view name) {
+std::string dtype_name_problem(std::string_view name) { return dtype_name_problem(name, {}); }
+
+std::string dtype_name_problem(std::string_view name, std::string_view also) {
+  if (!also.empty() && name == also) return "";
   for (const DtypeName& d : kDtypeNames)
     if (name == d.name) return "";
-  return "unknown dtype '" + std::string(name) + "' (expected fp32, fp16, bf16 or fp64)";
+  return "unknown dtype '" + std::string(name) + "' (expected " + (also.empty() ? "" : std::string(also) + ", ") +
+         "fp32, fp16, bf16 or fp64)";
 }
 
 std::string dtype_name(c10::ScalarType t) {

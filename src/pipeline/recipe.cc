@@ -65,12 +65,8 @@ json options_of(io::JsonFields& f, const std::string& where) {
   return *options;
 }
 
-// --dtype takes "auto" besides the dtype names.
-std::string compute_dtype_problem(std::string_view name) {
-  if (name == "auto") return "";
-  const std::string problem = dtype_name_problem(name);
-  return problem.empty() ? problem : problem.substr(0, problem.size() - 1) + ", or auto)";
-}
+// --dtype takes "auto" besides the dtype names (RunPlan resolves it).
+std::string compute_dtype_problem(std::string_view name) { return dtype_name_problem(name, "auto"); }
 
 // A knob's field in `r` (a Recipe or a const Recipe), whatever its type.
 template <typename R, typename Fn>

@@ -34,6 +34,8 @@ c10::ScalarType parse_dtype(std::string_view name);
 
 /// What is wrong with a dtype name, "" when parse_dtype reads it.
 std::string dtype_name_problem(std::string_view name);
+/// The same where one more value (e.g. "auto") is accepted, which the caller resolves itself.
+std::string dtype_name_problem(std::string_view name, std::string_view also);
 
 /// Short name used in reports and safetensors ("F32", ...): see io/safetensors.h for the file form.
 std::string dtype_name(c10::ScalarType t);
