@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The checks and measurements that need a GPU, as one prepared device call (the default steps' limits add up to 490 s;
-# they took 290 s on an H100 on 2026-11-27, docs/benchmarks.md#gpu): a session lent
+# The checks and measurements that need a GPU, as one prepared device call (the default steps' limits add up to 570 s;
+# `tests trsm layers prune7b prune70b profile7b` with BLOCKS7B=4 took 313 s on an H100, docs/benchmarks.md#gpu): a
+# session lent
 # a GPU machine builds and packs here (scripts/setup.sh --cuda, scripts/pack_for_device.sh) and runs, with .device
 # carried,
 #
@@ -11,17 +12,23 @@
 #   tests    the *_CUDA tests of every test program of the CUDA build, six programs at a time (60 s; `alltests`
 #            runs every test instead, 210 s): each program's log, and the failed tests by name
 #   layers   synthetic layer problems of LLaMA-2-7B's shapes (q/k/v/o 4096x4096, gate/up 11008x4096, down
-#            4096x11008; `alps make-problem`, 16384 tokens) on the GPU: ALPS at 70% with the auto, cholesky and
-#            explicit B-updates (--option b_update=...; the split between factorization, ADMM and PCG from its debug
-#            log), ALPS 2:4 and
-#            SparseGPT 70% with the defaults; then ALPS and SparseGPT at 70% on the first shape on the CPU (one
-#            problem on both devices: the errors side by side) (90 s)
-#   prune7b  `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, 2 blocks, written by
-#            scripts/make_random_checkpoint.py with that machine's transformers), ALPS at 70%, 128 x 2048 tokens of
-#            the committed C4 excerpt: seconds per phase and block, per linear, the device peak against the printed
-#            estimate; then one block at --batch-size 4 and 16 (--stop-after 1) for the GPU's default (120 s)
-#   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672) (180 s)
-#   profile7b (not in the default steps) prune7b's run with the debug log: where each phase's seconds go (120 s)
+#            4096x11008; `alps make-problem`, 16384 tokens) on the GPU: ALPS at 70% with the B-updates $B_UPDATES
+#            (default auto cholesky explicit; --option b_update=...; the split between factorization, ADMM and PCG
+#            from its debug log), ALPS 2:4 and SparseGPT 70% with the defaults; then, unless CPU_COMPARE=0, ALPS and
+#            SparseGPT at 70% on the first shape on the CPU (one problem on both devices: the errors side by side)
+#            (90 s)
+#   prune7b  `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, $BLOCKS7B blocks, default 2,
+#            written by scripts/make_random_checkpoint.py with that machine's transformers), ALPS at 70%, 128 x 2048
+#            tokens of the committed C4 excerpt: seconds per phase and block, per linear, the device peak against the
+#            printed estimate; the same run with each --solve-streams of $COMPARE_STREAMS (default 1; its checkpoint
+#            must be the same bytes); then one
+#            block at each of $BATCH_SIZES (default 4 16; --stop-after 1) for the GPU's default batch size (200 s)
+#   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672), with
+#            $FLAGS70B added (180 s)
+#   trsm     (not in the default steps) the Cholesky B-update's triangular solves at the layers' widths: cuSOLVER's
+#            potrs against the blocked substitution by matrix products, and a product of the same size (60 s)
+#   profile7b (not in the default steps) prune7b's run with the debug log and one solve at a time (the debug log's
+#            waits would serialise concurrent solves anyway): where each phase's seconds go (120 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
 #            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (200 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
@@ -50,6 +57,12 @@ ckpt7b=${CKPT7B:---hidden 4096 --heads 32 --kv-heads 32 --ffn 11008}
 ckpt70b=${CKPT70B:---hidden 8192 --heads 64 --kv-heads 8 --ffn 28672}
 nsamples=${NSAMPLES:-128}
 seqlen=${SEQLEN:-2048}
+b_updates=${B_UPDATES-auto cholesky explicit}  # layers: ALPS's B-update forms at 70%
+cpu_compare=${CPU_COMPARE:-1}                   # layers: the first shape on the CPU too
+batch_sizes=${BATCH_SIZES-4 16}                 # prune7b: the first block at these batch sizes too
+blocks7b=${BLOCKS7B:-2}                         # prune7b: blocks of the 7B-shaped checkpoint
+compare_streams=${COMPARE_STREAMS-1}            # prune7b: the same run with these --solve-streams too
+flags70b=${FLAGS70B:-}                          # prune70b: more flags, e.g. --log-level debug
 summary=$out/summary.md
 # Python with the machine's own libraries: device_run.sh's library path holds those this build packed.
 py() { env -u LD_LIBRARY_PATH python3 "$@"; }
@@ -80,33 +93,15 @@ run_step() {  # NAME LIMIT_S COMMAND...: the command's output in NAME.log, a row
 machine() {
   nvidia-smi || true
   "$alps" --version
-  # The ceilings the bounds in docs/benchmarks.md divide by, measured here through this machine's torch: matrix
-  # products (fp16 with fp32 accumulation, fp32 with TF32 off), host<->device copies of page-locked memory, and
-  # cuSOLVER's factorizations at the layer widths.
+  # The ceilings the bounds in docs/benchmarks.md divide by (scripts/gpu_ceilings.py).
   [ "$device" = cpu ] && return 0
-  py - <<'PY'
-import time, torch
-torch.backends.cuda.matmul.allow_tf32 = False
-def timed(f, n=5):
-    f(); torch.cuda.synchronize(); t = time.perf_counter()
-    for _ in range(n): f()
-    torch.cuda.synchronize(); return (time.perf_counter() - t) / n
-for dt in (torch.float16, torch.float32):
-    a = torch.randn(8192, 8192, device="cuda", dtype=dt); b = torch.randn(8192, 8192, device="cuda", dtype=dt)
-    print(f"ceiling matmul {dt}: {2 * 8192**3 / timed(lambda: a @ b) / 1e12:.0f} TFLOP/s")
-h = torch.empty(1 << 30, dtype=torch.uint8).pin_memory(); d = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-print(f"ceiling host->device {(1 << 30) / timed(lambda: d.copy_(h, non_blocking=True)) / 1e9:.1f} GB/s")
-print(f"ceiling device->host {(1 << 30) / timed(lambda: h.copy_(d, non_blocking=True)) / 1e9:.1f} GB/s")
-e = torch.empty_like(d)
-print(f"ceiling device copy {2 * (1 << 30) / timed(lambda: e.copy_(d)) / 1e9:.0f} GB/s (read + write)")
-for n in (4096, 8192, 11008):
-    x = torch.randn(n + 64, n, device="cuda"); A = x.T @ x / n + torch.eye(n, device="cuda")
-    L = torch.linalg.cholesky(A); R = torch.randn(n, 4096, device="cuda")
-    print(f"factor n={n}: syevd fp32 {timed(lambda: torch.linalg.eigh(A), 1):.3f} s, "
-          f"potrf fp32 {timed(lambda: torch.linalg.cholesky(A), 3):.4f} s, "
-          f"cholesky_solve with 4096 columns {timed(lambda: torch.cholesky_solve(R, L), 3):.4f} s, "
-          f"product [n,n]x[n,4096] {timed(lambda: A @ R, 3):.4f} s")
-PY
+  py scripts/gpu_ceilings.py machine
+}
+
+# The Cholesky B-update's triangular solves, potrs against the blocked substitution (scripts/gpu_ceilings.py).
+trsm() {
+  [ "$device" = cpu ] && return 0
+  py scripts/gpu_ceilings.py trsm
 }
 
 tests() {  # [GTEST_FILTER]
@@ -136,14 +131,14 @@ layers() {
   for shape in $shapes; do
     "$alps" make-problem --out "$scratch/$shape.safetensors" --overwrite --rows "${shape%x*}" \
       --cols "${shape#*x}" --tokens "$tokens" --seed 0 --name "$shape" --json > /dev/null || return 1
-    for b in auto cholesky explicit; do
+    for b in $b_updates; do
       solve "$scratch/$shape.safetensors" alps 0.7 "$device" "$shape-alps-0.7-$b" --option "b_update=$b"
     done
     solve "$scratch/$shape.safetensors" alps 2:4 "$device" "$shape-alps-2of4-auto"
     solve "$scratch/$shape.safetensors" sparsegpt 0.7 "$device" "$shape-sparsegpt-0.7"
   done
   # The CPU on the first shape at 70%, last (the slowest solves): the same problem's error on both devices.
-  [ "$device" = cpu ] && return 0
+  [ "$device" = cpu ] || [ "$cpu_compare" = 0 ] && return 0
   shape=${shapes%% *}
   solve "$scratch/$shape.safetensors" alps 0.7 cpu "$shape-alps-0.7-cpu"
   solve "$scratch/$shape.safetensors" sparsegpt 0.7 cpu "$shape-sparsegpt-0.7-cpu"
@@ -153,8 +148,8 @@ prune_model() {  # NAME LAYERS "CHECKPOINT ARGS" [alps prune flags...]
   local name=$1 layers=$2 args=$3
   shift 3
   # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
-  py scripts/make_random_checkpoint.py "$scratch/$name" --family llama --layers "$layers" --vocab 50304 \
-    --dtype float16 --data-dir tests/data/real $args || return 1
+  [ -f "$scratch/$name/config.json" ] || py scripts/make_random_checkpoint.py "$scratch/$name" --family llama \
+    --layers "$layers" --vocab 50304 --dtype float16 --data-dir tests/data/real $args || return 1
   # The pruned checkpoint stays in the scratch directory; the report comes back.
   "$alps" prune --model "$scratch/$name" --out "$scratch/$name-pruned" --method alps --sparsity 0.7 --calib c4 \
     --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json "$@" \
@@ -162,21 +157,38 @@ prune_model() {  # NAME LAYERS "CHECKPOINT ARGS" [alps prune flags...]
 }
 
 prune7b() {
-  prune_model prune7b 2 "$ckpt7b" || return 1
+  prune_model prune7b "$blocks7b" "$ckpt7b" || return 1
+  # Other numbers of concurrent solves: the same checkpoint, byte for byte (the streams change when kernels run, not
+  # what they compute), and the phases side by side.
+  local n
+  for n in $compare_streams; do
+    "$alps" prune --model "$scratch/prune7b" --out "$scratch/streams$n" --method alps --sparsity 0.7 --calib c4 \
+      --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
+      --solve-streams "$n" > "$logs/streams$n.json" &&
+      if cmp "$scratch/prune7b-pruned/model.safetensors" "$scratch/streams$n/model.safetensors"; then
+        echo "solve-streams $n and the default: identical checkpoints"
+      else
+        echo "solve-streams $n and the default: DIFFERENT checkpoints"
+      fi
+  done
   local b
-  for b in 4 16; do  # the first block's passes at other batch sizes (the report's phases)
+  for b in $batch_sizes; do  # the first block's passes at other batch sizes (the report's phases)
     "$alps" prune --model "$scratch/prune7b" --out "$scratch/batch$b" --method alps --sparsity 0.7 --calib c4 \
       --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
       --batch-size "$b" --stop-after 1 > "$logs/batch$b.json"
   done
 }
 
-prune70b() { prune_model prune70b 1 "$ckpt70b"; }
+# shellcheck disable=SC2086  # FLAGS70B: separate words
+prune70b() { prune_model prune70b 1 "$ckpt70b" $flags70b; }
 
 # The 7B-shaped run again with the debug log: the statistics pass split into forward and updates, each layer's
 # problem, checks, solve, error and download, ALPS's factorization / ADMM / PCG (each waits for the device, so the
 # phases are a little longer than without it).
-profile7b() { prune_model profile7b 2 "$ckpt7b" --log-level debug; }
+profile7b() {
+  [ -d "$scratch/prune7b" ] && ln -sfn "$scratch/prune7b" "$scratch/profile7b"  # prune7b's checkpoint, if made
+  prune_model profile7b 2 "$ckpt7b" --log-level debug --solve-streams 1
+}
 
 # The deterministic methods against an earlier build of alps ($BASELINE_ALPS, a CUDA build's alps binary carried
 # along, e.g. in .device), both computing in fp32 on the 7B-shaped checkpoint: the layer errors must agree to the
@@ -198,15 +210,18 @@ baseline() {
 }
 
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
-export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen BASELINE_ALPS=${BASELINE_ALPS:-}
-export -f py machine tests solve layers prune_model prune7b prune70b profile7b baseline
+export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen b_updates cpu_compare batch_sizes \
+  blocks7b compare_streams flags70b \
+  BASELINE_ALPS=${BASELINE_ALPS:-}
+export -f py machine trsm tests solve layers prune_model prune7b prune70b profile7b baseline
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
+    trsm) run_step trsm 80 trsm ;;
     tests) run_step tests 60 tests "'*_CUDA*'" ;;
     alltests) run_step tests 210 tests ;;
     layers) run_step layers 90 layers ;;
-    prune7b) run_step prune7b 120 prune7b ;;
+    prune7b) run_step prune7b 200 prune7b ;;
     prune70b) run_step prune70b 180 prune70b ;;
     profile7b) run_step profile7b 120 profile7b ;;
     baseline) run_step baseline 200 baseline ;;
@@ -217,6 +232,9 @@ done
 py - "$out" "$logs" "$tokens" >> "$summary" <<'EOF'
 import glob, json, os, re, sys
 out, logs, tokens = sys.argv[1], sys.argv[2], sys.argv[3]
+trsm_log = os.path.join(logs, "trsm.log")
+if os.path.exists(trsm_log):
+    print("\n## Triangular solves\n\n" + "\n".join("- " + l.strip() for l in open(trsm_log) if l.startswith("trsm")))
 machine = os.path.join(logs, "machine.log")
 if os.path.exists(machine):
     lines = [l.strip() for l in open(machine) if l.startswith(("ceiling", "factor", "alps ", "cuda build", "  NVIDIA"))
@@ -268,6 +286,11 @@ def phases(name, path):
               f"| {l.get('rel_error', 0):.6e} | {l.get('b_update')} | {l.get('factorizations')} | {l.get('iterations')} |")
 
 phases("Prune, LLaMA-7B shape, ALPS 70%", os.path.join(out, "prune7b.json"))
+for p in sorted(glob.glob(os.path.join(logs, "streams*.json"))):
+    phases(f"The same with --solve-streams {os.path.basename(p)[7:-5]}", p)
+prune7b_log = os.path.join(logs, "prune7b.log")
+if os.path.exists(prune7b_log):
+    print("\n" + "\n".join(l.strip() for l in open(prune7b_log) if l.startswith("solve-streams")))
 for b in (4, 16):
     p = os.path.join(logs, f"batch{b}.json")
     if os.path.exists(p) and os.path.getsize(p) > 0:

@@ -1,7 +1,7 @@
 #include "alps/core/device.h"
+#include "alps/core/device_streams.h"
 
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 
 #include <mutex>
@@ -46,10 +46,6 @@ c10::Device resolve_device(std::string_view name) {
   ALPS_CHECK(!device.has_index() || device.index() < visible, "device '", name, "' requested but only ", visible,
              " CUDA device(s) are visible (indices 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES renumbers them)");
   return device;
-}
-
-void synchronize(const c10::Device& device) {
-  if (device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device.has_index() ? device.index() : 0);
 }
 
 void warm_up(const c10::Device& device) {

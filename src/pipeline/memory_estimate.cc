@@ -55,7 +55,9 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
   }
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates;
   // a method that reads only the weights, a few fp32 copies of the largest one (its magnitudes, its mask).
-  const int64_t solver = plan.needs_calibration ? 4 * max_in * max_in * 8 : 4 * max_weight * 4;
+  // Solves run plan.solve_streams at a time on a GPU, each with its own workspace.
+  const int64_t solver =
+      plan.solve_streams * (plan.needs_calibration ? 4 * max_in * max_in * 8 : 4 * max_weight * 4);
   // One batch's activations, and on a GPU the scores of one batched attention step beside them.
   const int64_t batch =
       plan.needs_calibration
@@ -68,8 +70,9 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
   const int64_t shared = plan.needs_calibration ? 2 * 2 * cfg.hidden_size * cfg.hidden_size * 4 : 0;
   // On a GPU the math libraries allocate through libtorch's caching allocator as well: cuBLAS's workspace (8 x 4 MiB
   // per stream on Hopper in libtorch 2.x), cuBLASLt's, the warm-up's small problems. A fixed allowance; it is what
-  // the tiny models measure above the rest (0.037 GiB against 0.0078).
-  const int64_t libraries = plan.device.is_cuda() ? int64_t{64} << 20 : 0;
+  // the tiny models measure above the rest (0.037 GiB against 0.0078); once per concurrent solve, whose thread and
+  // stream get their own.
+  const int64_t libraries = plan.device.is_cuda() ? plan.solve_streams * (int64_t{64} << 20) : 0;
   // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
   // at most about one more batch of activations, until the pass ends.
   const int64_t reuse = plan.device.is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
@@ -84,9 +87,10 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
            "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
-           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace (~4 [in,in] "
-           "fp64, and 2 fp32 [hidden,hidden] per shared factorization; without calibration data ~4 fp32 copies of "
-           "the largest weight) + 64 MiB of library workspaces on a GPU + batch activations (with one "
+           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace per "
+           "concurrent solve (--solve-streams; ~4 [in,in] fp64, and 2 fp32 [hidden,hidden] per shared "
+           "factorization; without calibration data ~4 fp32 copies of the largest weight) + 64 MiB of library "
+           "workspaces on a GPU + batch activations (with one "
            "batched attention step's scores; none without calibration data)"}};
 }
 

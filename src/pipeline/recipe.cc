@@ -101,6 +101,10 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  compute_dtype_problem});
     k.push_back({"batch_size", false, "--batch-size", "Calibration windows per forward call", &Recipe::batch_size,
                  {}, 1});
+    k.push_back({"solve_streams", false, "--solve-streams",
+                 "Linears of a block solved at once on a GPU, each on a CUDA stream of its own (0: 2 on a GPU; the "
+                 "CPU solves one at a time): more fills the GPU, fewer holds less memory",
+                 &Recipe::solve_streams, {}, 1, true});
     k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",
                  &Recipe::stats_dtype, {"fp32", "fp64"}});
     k.push_back({"stats_device", false, "--stats-device",
@@ -113,7 +117,8 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Perplexity of --eval over at most N windows per dataset (0: all)", &Recipe::eval_max_windows, {}, 0});
     k.push_back({"eval_limit", false, "--eval-limit", "Zero-shot tasks of --eval over their first N documents (0: all)",
                  &Recipe::eval_limit, {}, 0});
-    for (const char* key : {"device", "batch_size", "stats_device", "eval_seqlen", "eval_max_windows", "eval_limit"})
+    for (const char* key :
+         {"device", "batch_size", "solve_streams", "stats_device", "eval_seqlen", "eval_max_windows", "eval_limit"})
       std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->affects_result = false;
     return k;
   }();

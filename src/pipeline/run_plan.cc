@@ -49,6 +49,9 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   const auto& cfg = m.config();
   seqlen = r.seqlen > 0 ? r.seqlen : cfg.default_window();
   eval_seqlen = r.eval_seqlen > 0 ? r.eval_seqlen : cfg.default_window();
+  // On a GPU two solves at once fill what one leaves idle (host waits, memory-bound passes, factorizations); the
+  // CPU's BLAS already spreads each solve's products over every core.
+  solve_streams = !device.is_cuda() ? 1 : r.solve_streams > 0 ? r.solve_streams : 2;
   ALPS_CHECK(seqlen <= cfg.max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", cfg.max_positions,
              " positions");
   ALPS_CHECK(eval_seqlen <= cfg.max_sequence_length(), "--eval-seqlen ", eval_seqlen, " exceeds the model's ",
@@ -109,6 +112,7 @@ Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
   out.seqlen = plan.seqlen;
   out.eval_seqlen = plan.eval_seqlen;
   out.dtype = dtype_name(plan.dtype);
+  out.solve_streams = plan.solve_streams;
   return out;
 }
 

@@ -3,14 +3,17 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
 #include "alps/core/device.h"
 #include "alps/core/device_memory.h"
+#include "alps/core/device_streams.h"
 #include "alps/core/error.h"
 #include "alps/core/host_allocator.h"
 #include "alps/core/interrupt.h"
@@ -28,6 +31,7 @@
 #include "alps/pipeline/output_dir.h"
 #include "alps/pipeline/resume_state.h"
 #include "alps/pipeline/run_plan.h"
+#include "alps/pipeline/solve_streams.h"
 #include "alps/pipeline/state_writer.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
@@ -43,6 +47,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
+
+// f() with `m` held.
+template <typename F>
+auto locked(std::mutex& m, F&& f) {
+  const std::lock_guard<std::mutex> lock(m);
+  return f();
+}
 
 // How `--eval` scores zero-shot tasks: lm-eval's defaults, the recipe's document limit.
 eval::ZeroShotOptions zeroshot_options(const Recipe& r) {
@@ -107,7 +118,10 @@ class PruneRun {
 
   report::RunReport& report() { return rep_; }
   /// What the run is doing now, for an error that interrupts it.
-  const std::string& step() const { return step_; }
+  std::string step() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return step_;
+  }
   const c10::Device& device() const { return plan_.device; }
   int64_t next_block() const { return next_block_; }
 
@@ -123,7 +137,7 @@ class PruneRun {
                                  {"seed", r_.seed},
                                  {"fingerprint", key.at("calibration").value("file", json())}};
     spdlog::info("calibration: {} windows of {} tokens from {}", r_.nsamples, r_.seqlen, source.string());
-    step_ = "embedding the calibration windows";
+    set_step("embedding the calibration windows");
     inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, host_options());
     m_.load_non_block();  // once, not a copy (to the GPU, or to the compute dtype) of the embeddings per batch
     for_each_batch([&](int64_t i, int64_t n) {
@@ -193,10 +207,25 @@ class PruneRun {
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     const auto linears = m_.linear_names();
     const auto& jobs = plan_.block(b);
+    // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
+    // keep block order. After a failure the other lists start no further linear.
+    const auto lists = solve_lists(jobs, linears, stats);
+    std::vector<report::LayerReport> reports(jobs.size());
+    std::atomic<bool> failed{false};
+    run_on_streams(plan_.device, static_cast<int>(lists.size()), [&](int l) {
+      for (size_t li : lists[static_cast<size_t>(l)]) {
+        if (failed) return;
+        try {
+          reports[li] = prune_layer(b, jobs[li], linears[li], stats);
+        } catch (...) {
+          failed = true;
+          throw;
+        }
+      }
+    });
     for (size_t li = 0; li < jobs.size(); ++li) {
-      report::LayerReport lr = prune_layer(b, jobs[li], linears[li], stats);
-      if (!lr.skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
-      rep_.layers.push_back(std::move(lr));
+      if (!reports[li].skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
+      rep_.layers.push_back(std::move(reports[li]));
     }
     stats.clear();
     checked_grams_.clear();
@@ -213,7 +242,7 @@ class PruneRun {
   void evaluate() {
     if (r_.eval.empty()) return;
     const auto t0 = std::chrono::steady_clock::now();
-    step_ = "evaluating the pruned model";
+    set_step("evaluating the pruned model");
     m_.load_all();
     for (const auto& res :
          eval::run_evaluation(m_, tok_, eval::plan_evaluation(r_.eval, job_.data_dir), perplexity_options(),
@@ -225,7 +254,7 @@ class PruneRun {
   // The same evaluation of the input model, while no block is pruned yet (or from the cache).
   void evaluate_dense() {
     const auto t0 = std::chrono::steady_clock::now();
-    step_ = "evaluating the dense model";
+    set_step("evaluating the dense model");
     const DenseEvaluation dense =
         pipeline::evaluate_dense(job_.model_dir, m_, tok_, eval::plan_evaluation(r_.eval, job_.data_dir),
                                  perplexity_options(), zeroshot_options(r_));
@@ -238,7 +267,7 @@ class PruneRun {
   // Every linear of the block sees the inputs of the block as it was before any of its linears was pruned.
   void collect_statistics(int64_t b, BlockStats& stats) {
     const auto t0 = std::chrono::steady_clock::now();
-    step_ = fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total);
+    set_step(fmt::format("collecting the statistics of block {}/{}", b + 1, rep_.blocks_total));
     // The debug log splits the pass into the forward and the statistics' updates, waiting for the device around
     // each update to do so (only then: the waits cost the overlap of host and device).
     const bool timed = spdlog::should_log(spdlog::level::debug);
@@ -266,7 +295,7 @@ class PruneRun {
   void run_pruned_block(int64_t b) {
     finish_saving();
     const auto t0 = std::chrono::steady_clock::now();
-    step_ = fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total);
+    set_step(fmt::format("running the pruned block {}/{}", b + 1, rep_.blocks_total));
     // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed
     // run resumes from the inputs saved on disk), so the activations of the calibration set are held once. On a
     // GPU the download into page-locked memory is queued behind the batch's kernels without the host waiting, and
@@ -300,10 +329,35 @@ class PruneRun {
     for (int64_t i = 0; i < r_.nsamples; i += r_.batch_size) f(i, std::min(r_.batch_size, r_.nsamples - i));
   }
 
+  // The block's linears split among plan_.solve_streams concurrent lists (pipeline/solve_streams.h): linears that
+  // read one input share their statistics object, and with it the factorizations made from it.
+  std::vector<std::vector<size_t>> solve_lists(const std::vector<LayerJob>& jobs,
+                                               const std::vector<std::string>& linears, const BlockStats& stats) const {
+    std::vector<double> cost(jobs.size(), 0.0);
+    std::vector<int> group(jobs.size());
+    std::map<const LayerStats*, int> group_of;
+    for (size_t li = 0; li < jobs.size(); ++li) {
+      group[li] = static_cast<int>(li);
+      if (jobs[li].skip) continue;
+      const at::Tensor W = m_.tensor(jobs[li].weight);
+      cost[li] = static_cast<double>(W.size(1)) * static_cast<double>(W.size(1)) * static_cast<double>(W.size(0));
+      if (plan_.needs_calibration)
+        group[li] = group_of.emplace(&stats.at(linears[li]), static_cast<int>(li)).first->second;
+    }
+    return split_among_streams(cost, group, static_cast<int>(plan_.solve_streams));
+  }
+
+  void set_step(std::string what) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    step_ = std::move(what);
+  }
+
   // The layer problem of one linear: its weight, and its statistics when the run collected them.
   prune::LayerProblem problem_for(const LayerJob& lj, const at::Tensor& W0, const LayerStats* s) const {
     prune::LayerProblem problem;
-    problem.W0 = W0.to(plan_.device, at::kFloat);
+    // Uploaded in the checkpoint's dtype and converted where it lands: a conversion on the way converts on the host
+    // and moves twice the bytes of an fp16 weight.
+    problem.W0 = W0.to(plan_.device).to(at::kFloat);
     problem.name = lj.name;
     if (s == nullptr) return problem;
     problem.G = s->gram().to(plan_.device, at::kFloat);
@@ -311,7 +365,7 @@ class PruneRun {
     problem.tokens = s->tokens();
     problem.sequences = r_.nsamples;
     problem.sequence_mean_sq = s->sequence_mean_sq().to(plan_.device);
-    problem.gram_checked = checked_grams_.count(s) > 0;
+    problem.gram_checked = locked(mutex_, [&] { return checked_grams_.count(s) > 0; });
     problem.shared = s->shared_factors();
     return problem;
   }
@@ -320,7 +374,7 @@ class PruneRun {
     report::LayerReport lr;
     lr.block = b;
     lr.name = lj.name;
-    const at::Tensor W0 = m_.tensor(lj.weight);
+    const at::Tensor W0 = locked(mutex_, [&] { return m_.tensor(lj.weight); });
     lr.shape = W0.sizes().vec();
     if (lj.skip) {
       lr.skipped = true;
@@ -336,7 +390,7 @@ class PruneRun {
                           job_.resume ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
 
     const prune::Pattern& pattern = *lj.pattern;
-    step_ = fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1));
+    set_step(fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1)));
     try {
       prune::PcgOptions pcg;
       pcg.iterations = r_.refine_iterations;
@@ -345,7 +399,7 @@ class PruneRun {
           s != nullptr ? prune::solve_layer(*lj.solver, problem, pattern, lj.refine, pcg)
                        : prune::solve_layer_without_statistics(*lj.solver, problem, pattern);
       const double solve_layer_seconds = seconds_since(s0);
-      if (s != nullptr) checked_grams_.insert(s);
+      if (s != nullptr) locked(mutex_, [&] { checked_grams_.insert(s); });
       lr.seconds = res.seconds;
       lr.rel_error = res.rel_error;
       lr.refine_seconds = res.refine_seconds;
@@ -353,7 +407,7 @@ class PruneRun {
       lr.sparsity = res.sparsity;
       lr.stats = res.solution.stats;
       const auto w0 = std::chrono::steady_clock::now();
-      m_.set_tensor(lj.weight, res.W);
+      locked(mutex_, [&] { m_.set_tensor(lj.weight, res.W); });
       spdlog::debug("{}: problem {:.3f} s, solve_layer {:.3f} s (method {:.3f} s), weight to the host {:.3f} s",
                     lj.name, problem_seconds, solve_layer_seconds, res.seconds, seconds_since(w0));
     } catch (const Error& e) {
@@ -380,6 +434,8 @@ class PruneRun {
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
   std::string step_;
+  // Concurrent solves (--solve-streams) share step_, checked_grams_ and the model's tensor table.
+  mutable std::mutex mutex_;
   int64_t next_block_ = 0;
 };
 
@@ -439,7 +495,8 @@ void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
   what = what.substr(0, what.find('\n'));
   const auto& r = job.recipe;
   ALPS_FAIL("out of memory on device ", r.device, " while ", step, ": ", what, "\nto fit, lower --batch-size (now ",
-            r.batch_size, ")", plan.stats_on_host ? "" : ", add --stats-device cpu",
+            r.batch_size, ")", plan.solve_streams > 1 ? ", solve one linear at a time (--solve-streams 1)" : "",
+            plan.stats_on_host ? "" : ", add --stats-device cpu",
             plan.dtype == c10::kFloat ? ", or use --dtype bf16" : "", ", or choose another --device; ",
             blocks_done > 0 ? "the " + std::to_string(blocks_done) +
                                   " finished block(s) are saved: rerun with --resume (any device, any batch size)"

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "alps/core/device.h"
+#include "alps/core/device_streams.h"
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/prune/pattern.h"
@@ -52,9 +53,9 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   // the benchmark) comes through this function, and a gram that is not a Gram matrix makes every method's output
   // meaningless (ALPS's inverses blow up to huge weights and negative errors).
   const auto t0 = std::chrono::steady_clock::now();
+  warm_up(problem.W0.device());
   check_problem(problem, source.empty() ? std::string(method.name()) : source);
   if (!problem.gram_checked) check_gram(problem, source);
-  warm_up(problem.W0.device());
   const double check_seconds = finish_and_time(problem.W0, t0);
   LayerResult r;
   solve_timed(method, problem, pattern, r);

@@ -149,13 +149,14 @@ TEST(PruneCli, ResumeRefusesADifferentRecipe) {
 }
 
 // Where and in what batches the passes run changes rounding only: a run stopped (say, out of GPU memory) continues on
-// another device, with smaller batches or with the statistics on the host.
+// another device, with smaller batches, fewer concurrent solves or with the statistics on the host.
 TEST(PruneCli, ResumeAcceptsAnotherDeviceBatchSizeAndStatisticsDevice) {
   test::TempDir dir;
   ASSERT_EQ(
       test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--stop-after", "1", "--device", "cpu"})).exit_code, 0);
   const auto r = test::run_cli(prune_args(dir / "o", {"--sparsity", "0.5", "--resume", "--device", "auto",
-                                                      "--batch-size", "1", "--stats-device", "cpu", "--json"}));
+                                                      "--batch-size", "1", "--stats-device", "cpu", "--json",
+                                                      "--solve-streams", "3"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_TRUE(report.at("complete").get<bool>());
@@ -201,6 +202,22 @@ TEST(PruneCli, PrunesOnTheGpu_CUDA) {
   }
 }
 
+// Solves running concurrently on streams of their own change when kernels run, not what they compute: ALPS (whose
+// support path amplifies any rounding difference) gives the same checkpoint, byte for byte, one linear at a time and
+// three at once, and the report names what ran.
+TEST(PruneCli, ConcurrentSolvesGiveTheSameCheckpoint_CUDA) {
+  test::TempDir dir;
+  auto run = [&](const char* streams) {
+    const auto r = test::run_cli(prune_args(dir / streams, {"--sparsity", "0.6", "--device", "cuda", "--solve-streams",
+                                                            streams}));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  EXPECT_EQ(run("1").at("recipe").at("solve_streams"), 1);
+  EXPECT_EQ(run("3").at("recipe").at("solve_streams"), 3);
+  EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / "3/model.safetensors"));
+}
+
 TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -217,6 +234,7 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--stop-after", "-2"}, "--stop-after", 2},
       {{"--sparsity", "0.5", "--refine", "cg"}, "--refine", 2},
       {{"--sparsity", "0.5", "--stats-device", "gpu"}, "--stats-device", 2},
+      {{"--sparsity", "0.5", "--solve-streams", "-1"}, "--solve-streams", 2},
       {{"--sparsity", "0.5", "--device", "cuda:7"}, "cuda:7", 1},
       {{"--sparsity", "0.5", "--resume", "--overwrite"}, "excludes", 2},
 

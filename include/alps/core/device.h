@@ -16,12 +16,9 @@ c10::Device resolve_device(std::string_view name);
 /// the machine has that device: flags and recipes are checked with it before any work.
 std::string device_name_problem(std::string_view name);
 
-/// Waits until the work queued on `device` is done (nothing to wait for on the CPU): a wall-clock phase that ends
-/// without it on a GPU counts only the launches, and the next phase pays for the rest.
-void synchronize(const c10::Device& device);
-
 /// Runs one small matrix product and eigendecomposition on `device` the first time it is asked for it, so that the
-/// one-time creation of cuBLAS / cuSOLVER handles and workspaces is not counted in the timing of the first solve.
+/// one-time creation of cuBLAS / cuSOLVER handles and workspaces is not counted in the timing of the first solve, and
+/// libtorch's lazily loaded CUDA linear algebra library, whose first use two threads must not race for, is loaded.
 /// Nothing on the CPU.
 void warm_up(const c10::Device& device);
 

@@ -40,6 +40,7 @@ struct Recipe {
   /// Compute dtype of the forward passes; "auto": the checkpoint's fp16/bf16 on a GPU, else fp32 (RunPlan resolves it).
   std::string dtype = "auto";
   int64_t batch_size = 8;       ///< calibration windows per forward call
+  int64_t solve_streams = 0;    ///< linears of a block solved at once on a GPU (0: RunPlan's default)
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
   std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"
   std::vector<std::string> eval;     ///< datasets evaluated after pruning

@@ -54,6 +54,7 @@ class RunPlan {
   c10::Device stats_device{c10::kCPU};     ///< where they accumulate: the host, or the compute device
   int64_t seqlen = 0;                       ///< calibration window, the default resolved
   int64_t eval_seqlen = 0;                  ///< evaluation window, the default resolved
+  int64_t solve_streams = 1;                ///< linears of a block solved at once (1 on the CPU)
   /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
   bool needs_calibration = false;
 

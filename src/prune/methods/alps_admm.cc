@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "prune/admm_iterates.h"
 #include "prune/pcg.h"
 #include "prune/scaled_problem.h"
 #include "alps/core/device.h"
+#include "alps/core/device_streams.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
 #include "alps/core/log.h"
@@ -72,7 +74,9 @@ nlohmann::json alps_option_list() { return alps_options().describe(); }
 // rate: an eigendecomposition of Hn [n, n] costs about 40 (cuSOLVER's syevd: 35 at n = 8192 and 11008, 88 at 4096),
 // shared by the `users` linears that read one input, and nothing once made; then, over I ADMM iterations with rho
 // changing every third, the explicit inverse costs I products of 2 n^2 out flops plus I / 3 inverses of 2 n^3, and
-// Cholesky I pairs of triangular solves (measured 1.7 times a product: 2 x 1.7 n^2 out) plus I / 3 factorizations of
+// Cholesky I pairs of triangular solves (1.7 times a product, 2 x 1.7 n^2 out, as cuSOLVER's potrs measured; the
+// blocked CholeskySolver now used measures 1.33 at n = 4096 and 1.0-1.1 from 8192 on, a recalibration whose choices
+// (q/k/v Cholesky too) are not yet measured end to end, docs/benchmarks.md) plus I / 3 factorizations of
 // n^3 / 3. With I = 30 (the schedule ends most layers after 30-33 iterations), Cholesky is cheaper when
 // n (40 / users + 50 / 3) > 42 out: on LLaMA-7B's shapes down_proj (n = 11008) and an unshared 4096-wide o_proj,
 // not q/k/v or gate/up, whose shared eigendecomposition is cheaper.
@@ -185,7 +189,8 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
   auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
   at::Tensor B = B0.clone();
-  at::Tensor Minv, Qs, T, C;
+  at::Tensor Minv, Qs, T;
+  std::optional<CholeskySolver> factor;
   if (explicit_inverse && !cholesky) {
     Minv = at::empty({in, in}, Hn.options());
     Qs = at::empty_like(Q);
@@ -214,14 +219,14 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
       if (rho != rho_of_factor) {
         at::Tensor M = Hn.clone();
         M.diagonal().add_(rho);
-        auto [factor, info] = at::linalg_cholesky_ex(M);
+        auto [C, info] = at::linalg_cholesky_ex(M);
         ALPS_CHECK(info.item<int64_t>() == 0, "alps: b_update=cholesky: Hn + rho I is not positive definite (rho ",
                    rho, ", damp ", o.damp, "); use damp > 0 or b_update=eigenbasis");
-        C = std::move(factor);
+        factor.emplace(std::move(C));
         rho_of_factor = rho;
         ++factorizations;
       }
-      B.copy_(at::cholesky_solve(R, C, /*upper=*/false));  // the solve's result is column-major; B stays row-major
+      factor->solve(R, B);
     } else if (explicit_inverse) {
       if (rho != rho_of_factor) {
         if (L_min + rho > 0) {
