@@ -2,7 +2,10 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "alps/core/device.h"
 #include "alps/core/paths.h"
@@ -18,24 +21,48 @@ struct InspectArgs {
   std::string model;
 };
 
+// The block sparsities a sparsity profile aimed at, from the report alps wrote beside a pruned checkpoint (empty
+// when there is none, or the run was uniform).
+std::vector<double> profile_targets(const std::filesystem::path& dir) {
+  const std::filesystem::path report = dir / "alps-report.json";
+  if (!std::filesystem::exists(report)) return {};
+  try {
+    const nlohmann::json r = nlohmann::json::parse(std::ifstream(report));
+    const nlohmann::json& p = r.at("extra").value("sparsity_profile", nlohmann::json());
+    return p.is_null() ? std::vector<double>{} : p.at("block_sparsity").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception&) {
+    return {};  // not a report this alps reads: the checkpoint is inspected without it
+  }
+}
+
 int run_inspect(const InspectArgs& a) {
-  const model::CausalLM m = model::CausalLM::load(resolve_model_dir(a.model, data_dir()));
+  const std::filesystem::path dir = resolve_model_dir(a.model, data_dir());
+  const model::CausalLM m = model::CausalLM::load(dir);
   const model::ModelConfig& c = m.config();
-  nlohmann::json linears = nlohmann::json::array();
+  const std::vector<double> targets = profile_targets(dir);
+  nlohmann::json linears = nlohmann::json::array(), blocks = nlohmann::json::array();
   int64_t linear_params = 0, linear_zeros = 0;
-  for (int64_t b = 0; b < m.num_blocks(); ++b)
+  for (int64_t b = 0; b < m.num_blocks(); ++b) {
+    int64_t block_params = 0, block_zeros = 0;
     for (const std::string& l : m.linear_names()) {
       const std::string name = m.weight_name(b, l);
       const at::Tensor w = m.tensor(name);
       const int64_t zeros = w.numel() - w.count_nonzero().item<int64_t>();
       linear_params += w.numel();
       linear_zeros += zeros;
+      block_params += w.numel();
+      block_zeros += zeros;
       linears.push_back({{"name", name},
                          {"shape", {w.size(0), w.size(1)}},
                          {"dtype", dtype_name(w.scalar_type())},
                          {"zeros", zeros},
                          {"sparsity", static_cast<double>(zeros) / static_cast<double>(w.numel())}});
     }
+    nlohmann::json block = {{"block", b}, {"sparsity", block_params ? static_cast<double>(block_zeros) / block_params
+                                                                    : 0.0}};
+    if (static_cast<size_t>(b) < targets.size()) block["target"] = targets[static_cast<size_t>(b)];
+    blocks.push_back(block);
+  }
   const double sparsity = linear_params ? static_cast<double>(linear_zeros) / linear_params : 0.0;
   nlohmann::json doc{{"model", a.model},
                      {"architecture", c.architecture},
@@ -52,6 +79,7 @@ int run_inspect(const InspectArgs& a) {
                      {"parameters", m.num_parameters()},
                      {"linear_parameters", linear_params},
                      {"linear_sparsity", sparsity},
+                     {"blocks", blocks},
                      {"linears", linears}};
   if (c.rope_scaling) doc["rope_scaling"] = {{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
   if (a.common.json) {
@@ -70,6 +98,11 @@ int run_inspect(const InspectArgs& a) {
   }
   std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n", m.num_parameters(),
                            linear_params, sparsity);
+  std::cout << fmt::format("{:<8} {:>9}{}\n", "block", "sparsity",
+                           targets.empty() ? "" : "   target (alps-report.json: sparsity profile)");
+  for (const auto& b : blocks)
+    std::cout << fmt::format("{:<8} {:>9.4f}{}\n", b["block"].get<int64_t>() + 1, b["sparsity"].get<double>(),
+                             b.contains("target") ? fmt::format(" {:>9.4f}", b["target"].get<double>()) : "");
   std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9}\n", "linear", "shape", "dtype", "sparsity");
   for (const auto& l : linears)
     std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9.4f}\n", l["name"].get<std::string>(),

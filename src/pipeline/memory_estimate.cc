@@ -76,6 +76,8 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
   // On the CPU the buffers a batch frees wait in the host buffer cache (core/host_allocator.h) for the next batch:
   // at most about one more batch of activations, until the pass ends.
   const int64_t reuse = plan.device.is_cpu() ? std::min(batch, host_buffer_cache_stats().limit_bytes) : 0;
+  // --sparsity-profile owl measures the dense blocks on a copy of block 0's inputs before pruning begins.
+  if (plan.owl) activations *= 2;
   return {{"host_activations_gib", gib(activations)},
           {"host_buffer_reuse_gib_at_most", gib(reuse)},
           {"device_total_gib_at_most", gib(block_weights + device_stats + solver + shared + batch + libraries)},
@@ -86,7 +88,8 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
           {"device_libraries_gib", gib(libraries)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula",
-           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two); "
+           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two; twice that "
+           "with --sparsity-profile owl, whose dense pass runs on a copy); "
            "device: one block's weights + one [in,in] G per distinct linear input + solver workspace per "
            "concurrent solve (--solve-streams; ~4 [in,in] fp64, and 2 fp32 [hidden,hidden] per shared "
            "factorization; without calibration data ~4 fp32 copies of the largest weight) + 64 MiB of library "

@@ -105,6 +105,14 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Linears of a block solved at once on a GPU, each on a CUDA stream of its own (0: 2 on a GPU; the "
                  "CPU solves one at a time): more fills the GPU, fewer holds less memory",
                  &Recipe::solve_streams, {}, 1, true});
+    k.push_back({"sparsity_profile", false, "--sparsity-profile",
+                 "How --sparsity is spread over the blocks: uniform, or owl (OWL: blocks with more outlier Wanda "
+                 "scores on the dense model keep more weights; the mean stays --sparsity; unstructured only)",
+                 &Recipe::sparsity_profile, {"uniform", "owl"}});
+    k.push_back({"owl_m", false, "--owl-m", "OWL's outlier threshold M: a score above M times its block's mean",
+                 &Recipe::owl_m});
+    k.push_back({"owl_lambda", false, "--owl-lambda",
+                 "OWL's lambda: the block sparsities span --sparsity +- lambda", &Recipe::owl_lambda});
     k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",
                  &Recipe::stats_dtype, {"fp32", "fp64"}});
     k.push_back({"stats_device", false, "--stats-device",
@@ -239,14 +247,17 @@ void set_method(Recipe& r, const std::string& method) {
 }
 
 LayerPlan plan_for(const Recipe& r, const std::string& linear_name) {
-  LayerPlan plan{false, r.method, r.pattern, r.refine, r.options};
+  LayerPlan plan{false, r.method, r.pattern, false, r.refine, r.options};
   for (const auto& g : r.skip)
     if (glob_match(g, linear_name)) plan.skip = true;
   for (const auto& o : r.overrides) {
     if (!glob_match(o.match, linear_name)) continue;
     if (o.skip) plan.skip = *o.skip;
     if (o.method) switch_method(plan.method, plan.options, *o.method);
-    if (o.pattern) plan.pattern = *o.pattern;
+    if (o.pattern) {
+      plan.pattern = *o.pattern;
+      plan.pattern_overridden = true;
+    }
     if (o.refine) plan.refine = *o.refine;
     plan.options.update(o.options);
   }

@@ -62,7 +62,8 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                              {"inputs", next_inputs.defined()},
                              {"layers", s.layers},
                              {"phase_seconds", s.phase_seconds},
-                             {"calibration", s.calibration}}
+                             {"calibration", s.calibration},
+                             {"sparsity_profile", s.sparsity_profile}}
                             .dump(1),
                         io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
@@ -100,6 +101,7 @@ ResumeState StateDir::load() const {
     s.phase_seconds = doc.at("phase_seconds");
     s.calibration = doc.at("calibration");
     s.has_inputs = doc.value("inputs", true);
+    s.sparsity_profile = doc.value("sparsity_profile", json());
   } catch (const json::exception& e) {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }

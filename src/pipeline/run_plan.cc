@@ -59,6 +59,17 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   // The recipe's own method and constants are checked once, named as the user gave them (--method, --option); what
   // an override gives one layer is checked with that layer's name below.
   (void)method(r.method, r.options);
+  if (r.sparsity_profile == "owl") {
+    ALPS_USAGE_CHECK(r.pattern && !r.pattern->is_n_m(), "--sparsity-profile owl spreads an unstructured sparsity "
+                     "over the blocks: give --sparsity S (N:M patterns stay uniform; OWL's mixed N:M variant is not "
+                     "implemented)");
+    owl = prune::OwlOptions{r.owl_m, r.owl_lambda};
+    const std::string problem = prune::owl_options_problem(*owl, r.pattern->sparsity());
+    ALPS_USAGE_CHECK(problem.empty(), problem.rfind("M ", 0) == 0 ? "--owl-m: " : "--owl-lambda: ", problem);
+    // Blocks measured on the dense model, then pruned with these sparsities: the calibration windows are needed
+    // even by methods that read no statistics.
+    needs_calibration = true;
+  }
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     std::vector<LayerJob> jobs;
     for (const auto& linear : m.linear_names()) {
@@ -86,6 +97,7 @@ LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std:
   }
   try {
     j.pattern = plan.pattern;
+    j.follows_profile = !plan.pattern_overridden;
     const auto& w = m.tensor(weight);
     j.pattern->check_shape(w.size(0), w.size(1));
     j.method = plan.method;

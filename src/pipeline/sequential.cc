@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -34,6 +35,7 @@
 #include "alps/pipeline/solve_streams.h"
 #include "alps/pipeline/state_writer.h"
 #include "alps/prune/method.h"
+#include "alps/prune/owl.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/refit.h"
@@ -147,6 +149,48 @@ class PruneRun {
     rep_.phase_seconds["calibration"] += seconds_since(t0);
   }
 
+  // --sparsity-profile owl: every block's outlier fraction, measured as OWL measures it, on the dense model (each
+  // block run on the dense blocks' outputs, one pass over the windows before any block is pruned), and the blocks'
+  // sparsities from them. Block 0's inputs are kept for the pruning; the pass runs on a copy.
+  void allocate_owl() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const prune::OwlOptions& o = *plan_.owl;
+    at::Tensor x = inputs_.clone();
+    std::vector<double> fractions;
+    for (int64_t b = 0; b < m_.num_blocks(); ++b) {
+      set_step(fmt::format("measuring the outliers of dense block {}/{} (--sparsity-profile owl)", b + 1,
+                           rep_.blocks_total));
+      m_.load_block(b);
+      std::map<std::string, at::Tensor> sum_sq;  // per linear: the sums of squares of its input's columns
+      const model::LinearObserver observer = [&](const std::string& linear, const at::Tensor& in) {
+        const at::Tensor s = in.reshape({-1, in.size(-1)}).to(at::kFloat).pow(2).sum(0);
+        auto [it, fresh] = sum_sq.emplace(linear, s);
+        if (!fresh) it->second.add_(s);
+      };
+      for_each_batch([&](int64_t i, int64_t n) {
+        at::Tensor xb = x.slice(0, i, i + n);
+        xb.copy_(m_.block_forward(b, to_device(xb), &observer), /*non_blocking=*/xb.is_pinned());
+      });
+      synchronize(plan_.device);
+      std::vector<at::Tensor> scores;
+      for (const auto& linear : m_.linear_names())
+        scores.push_back(prune::wanda_scores(m_.tensor(m_.weight_name(b, linear)).to(plan_.device),
+                                             sum_sq.at(linear), r_.nsamples));
+      fractions.push_back(prune::outlier_fraction(scores, o.m));
+      m_.unload_block(b);
+    }
+    release_host_buffer_cache();
+    const double target = r_.pattern->sparsity();
+    block_sparsity_ = prune::owl_block_sparsities(fractions, target, o.lambda);
+    rep_.extra["sparsity_profile"] = {{"profile", "owl"},        {"m", o.m},
+                                      {"lambda", o.lambda},      {"sparsity", target},
+                                      {"outlier_fraction", fractions}, {"block_sparsity", block_sparsity_}};
+    const auto [lo, hi] = std::minmax_element(block_sparsity_.begin(), block_sparsity_.end());
+    spdlog::info("sparsity profile owl (M {}, lambda {}): block sparsities {:.4f} .. {:.4f}, mean {:.4f}", o.m,
+                 o.lambda, *lo, *hi, target);
+    rep_.phase_seconds["sparsity_profile"] += seconds_since(t0);
+  }
+
   // A run whose methods read only the weights: no calibration text, no activations.
   void without_inputs(const json& key) {
     key_ = key;
@@ -162,6 +206,10 @@ class PruneRun {
     for (const auto& l : s.layers) rep_.layers.push_back(report::layer_from_json(l));
     for (const auto& [k, v] : s.phase_seconds.items()) rep_.phase_seconds[k] = v;
     rep_.extra["calibration"] = s.calibration;
+    if (!s.sparsity_profile.is_null()) {
+      rep_.extra["sparsity_profile"] = s.sparsity_profile;
+      block_sparsity_ = s.sparsity_profile.at("block_sparsity").get<std::vector<double>>();
+    }
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
     inputs_ = dir.load_inputs(s);
@@ -193,6 +241,7 @@ class PruneRun {
     for (const auto& l : rep_.layers) s.layers.push_back(report::to_json(l));
     s.phase_seconds = rep_.phase_seconds;
     s.calibration = rep_.extra["calibration"];
+    s.sparsity_profile = rep_.extra.value("sparsity_profile", json());
     return s;
   }
 
@@ -206,7 +255,10 @@ class PruneRun {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     const auto linears = m_.linear_names();
-    const auto& jobs = plan_.block(b);
+    std::vector<LayerJob> jobs = plan_.block(b);
+    if (!block_sparsity_.empty())  // a sparsity profile's target for this block, where no override set another
+      for (LayerJob& j : jobs)
+        if (!j.skip && j.follows_profile) j.pattern = prune::Pattern::unstructured(block_sparsity_.at(b));
     // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
     // keep block order. After a failure the other lists start no further linear.
     const auto lists = solve_lists(jobs, linears, stats);
@@ -433,6 +485,7 @@ class PruneRun {
   report::RunReport rep_;
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
+  std::vector<double> block_sparsity_;  // per block, from a sparsity profile (empty: the recipe's patterns)
   std::string step_;
   // Concurrent solves (--solve-streams) share step_, checked_grams_ and the model's tensor table.
   mutable std::mutex mutex_;
@@ -548,6 +601,7 @@ report::RunReport run_prune(const PruneJob& given) {
         run.capture_inputs(source, key);
       else
         run.without_inputs(key);
+      if (plan->owl) run.allocate_owl();
       out.begin_fresh_state();
       run.save_state({});  // once written, --resume can continue even before block 1 ends
     }

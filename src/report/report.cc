@@ -111,8 +111,9 @@ namespace {
 
 // The phases in the order a run goes through them; a phase this list does not know comes after them.
 std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
-  static const std::vector<std::string> kOrder = {"dense_eval",     "calibration", "statistics", "solve",
-                                                  "pruned_forward", "save_state",  "eval",       "save"};
+  static const std::vector<std::string> kOrder = {"dense_eval", "calibration",    "sparsity_profile", "statistics",
+                                                  "solve",      "pruned_forward", "save_state",       "eval",
+                                                  "save"};
   std::vector<std::string> out;
   for (const auto& p : kOrder)
     if (seconds.count(p) > 0) out.push_back(p);
@@ -172,7 +173,11 @@ std::string description(const RunReport& r, const Tally& t) {
   // What the layers were pruned with: the recipe's method and pattern, or each one overrides gave and how often.
   std::string what = r.recipe.value("method", "?") + " " + r.recipe.value("pattern", "?");
   if (t.uses.size() == 1) what = t.uses.begin()->first;
-  if (t.uses.size() > 1) {
+  const bool profiled = r.extra.contains("sparsity_profile") && !r.extra["sparsity_profile"].is_null();
+  if (profiled) {  // one sparsity per block: named by the profile, not block by block
+    what = fmt::format("{} {}, sparsity profile {}", r.recipe.value("method", "?"), r.recipe.value("pattern", "?"),
+                       r.extra["sparsity_profile"].value("profile", "?"));
+  } else if (t.uses.size() > 1) {
     what.clear();
     for (const auto& [use, count] : t.uses)
       what += fmt::format("{}{} ({} layer{})", what.empty() ? "" : ", ", use, count, count == 1 ? "" : "s");
@@ -196,6 +201,23 @@ std::string summary_text(const RunReport& r) {
     out += fmt::format("{:<24} {:>6} {:>8.2f}% {:>15} {:>10.1f}\n", kind, k.count,
                        percent(k.zeros, k.total),
                        k.measured > 0 ? fmt::format("{:.4e}", k.error / k.measured) : "not measured", k.seconds);
+  // A sparsity profile's targets per block beside what the layers of each block reached.
+  if (r.extra.contains("sparsity_profile") && !r.extra["sparsity_profile"].is_null()) {
+    const json& p = r.extra["sparsity_profile"];
+    const auto target = p.at("block_sparsity").get<std::vector<double>>();
+    std::vector<double> zeros(target.size(), 0), total(target.size(), 0);
+    for (const auto& l : r.layers) {
+      if (l.skipped || l.block < 0 || static_cast<size_t>(l.block) >= target.size() || l.shape.size() != 2) continue;
+      const double n = static_cast<double>(l.shape[0] * l.shape[1]);
+      zeros[static_cast<size_t>(l.block)] += l.sparsity * n;
+      total[static_cast<size_t>(l.block)] += n;
+    }
+    out += fmt::format("\nsparsity profile {} (M {}, lambda {}): per block, target and reached\n",
+                       p.value("profile", ""), p.value("m", 0.0), p.value("lambda", 0.0));
+    for (size_t b = 0; b < target.size(); ++b)
+      out += fmt::format("  block {:>3} {:>8.4f} {:>8}\n", b + 1, target[b],
+                         total[b] > 0 ? fmt::format("{:.4f}", zeros[b] / total[b]) : "-");
+  }
   out += fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
   double wall = 0;
   for (const auto& phase : phases_in_run_order(r.phase_seconds)) {

@@ -12,6 +12,7 @@
 
 #include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
+#include "alps/prune/pattern.h"
 #include "checkpoint_names.h"
 #include "support.h"
 
@@ -218,6 +219,74 @@ TEST(PruneCli, ConcurrentSolvesGiveTheSameCheckpoint_CUDA) {
   EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / "3/model.safetensors"));
 }
 
+// --sparsity-profile owl: every block at its own sparsity, their mean the target; an override's pattern stays; the
+// allocation is part of the resume state, so a resumed run prunes each block as an uninterrupted one does.
+TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
+  test::TempDir dir;
+  const std::vector<std::string> owl = {"--sparsity", "0.5", "--sparsity-profile", "owl", "--owl-lambda", "0.1"};
+  const auto whole = test::run_cli(prune_args(dir / "whole", owl));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto report = json::parse(whole.out);
+  const auto& profile = report.at("extra").at("sparsity_profile");
+  const auto s = profile.at("block_sparsity").get<std::vector<double>>();
+  ASSERT_EQ(s.size(), 5u);
+  double mean = 0;
+  for (double x : s) mean += x / 5;
+  EXPECT_NEAR(mean, 0.5, 1e-12);
+  EXPECT_NEAR(*std::max_element(s.begin(), s.end()) - *std::min_element(s.begin(), s.end()), 0.2, 1e-12);
+  for (const auto& l : report.at("layers")) {
+    const double target = s.at(l.at("block").get<size_t>());
+    EXPECT_EQ(l.at("pattern"), prune::Pattern::unstructured(target).str()) << l.at("name");
+    EXPECT_NEAR(l.at("sparsity").get<double>(), target, 0.02) << l.at("name");  // floor(s out in) of small layers
+  }
+  std::vector<std::string> stop = owl;
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
+  std::vector<std::string> resume = owl;
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(json::parse(resumed.out).at("extra").at("sparsity_profile"), profile);
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+  // A recipe override's sparsity is the layer's own.
+  const fs::path recipe = dir / "recipe.json";
+  std::ofstream(recipe) << R"({"sparsity": 0.5, "sparsity_profile": "owl",
+    "overrides": [{"match": "*.mlp.down_proj", "sparsity": 0.25}]})";
+  const auto over = test::run_cli(prune_args(dir / "override", {"--config", recipe.string()}));
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  for (const auto& l : json::parse(over.out).at("layers"))
+    if (l.at("name").get<std::string>().find("down_proj") != std::string::npos) EXPECT_EQ(l.at("pattern"), "0.25");
+}
+
+// OWL's statistic measured by alps on SmolLM2-135M equals OWL's own (tests/data/owl/smollm2_owl_golden.json, from
+// luuyin/OWL by scripts/make_owl_golden.py, 8 windows of the committed C4 documents, fp32). The two forwards round
+// differently, so a score within rounding of its block's threshold may count on one side only: each block may
+// differ by a few entries (10 allowed, of 3.5 million), which moves a block's sparsity by at most
+// 2 lambda * 4 * 10 / 3.5e6 / (the spread of the fractions, 0.020) = 9e-5.
+TEST(PruneCli, OwlOnSmolLM2IsOwls) {
+  ALPS_REQUIRE_SMOLLM2();
+  std::ifstream f(test::source_dir() / "tests/data/owl/smollm2_owl_golden.json");
+  const json golden = json::parse(f);
+  test::TempDir dir;
+  const auto r = test::run_cli(
+      {"prune", "--model", test::smollm2_dir().string(), "--out", (dir / "o").string(), "--calib", "c4",
+       "--data-dir", test::committed_data_dir().string(), "--nsamples", "8", "--seqlen", "2048", "--device", "cpu",
+       "--sparsity", "0.7", "--sparsity-profile", "owl", "--stop-after", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  const auto& profile = report.at("extra").at("sparsity_profile");
+  const auto fractions = profile.at("outlier_fraction").get<std::vector<double>>();
+  const auto sparsity = profile.at("block_sparsity").get<std::vector<double>>();
+  const auto want_percent = golden.at("outlier_ratio_percent").get<std::vector<double>>();
+  const auto want = golden.at("block_sparsity").get<std::vector<double>>();
+  ASSERT_EQ(fractions.size(), want.size());
+  const double block_entries = 2 * 576.0 * 576 + 2 * 576.0 * 192 + 3 * 576.0 * 1536;
+  for (size_t b = 0; b < want.size(); ++b) {
+    EXPECT_NEAR(fractions[b] * 100, want_percent[b], 100 * 10 / block_entries) << "block " << b;
+    EXPECT_NEAR(sparsity[b], want[b], 9e-5) << "block " << b;
+  }
+}
+
 TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -235,6 +304,10 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--refine", "cg"}, "--refine", 2},
       {{"--sparsity", "0.5", "--stats-device", "gpu"}, "--stats-device", 2},
       {{"--sparsity", "0.5", "--solve-streams", "-1"}, "--solve-streams", 2},
+      {{"--pattern", "2:4", "--sparsity-profile", "owl"}, "--sparsity-profile owl", 2},
+      {{"--sparsity", "0.7", "--sparsity-profile", "owl", "--owl-lambda", "0.35"}, "--owl-lambda", 2},
+      {{"--sparsity", "0.7", "--sparsity-profile", "owl", "--owl-m", "0"}, "--owl-m", 2},
+      {{"--sparsity", "0.7", "--sparsity-profile", "owl-ish"}, "--sparsity-profile", 2},
       {{"--sparsity", "0.5", "--device", "cuda:7"}, "cuda:7", 1},
       {{"--sparsity", "0.5", "--resume", "--overwrite"}, "excludes", 2},
 

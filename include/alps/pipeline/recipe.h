@@ -43,6 +43,11 @@ struct Recipe {
   int64_t solve_streams = 0;    ///< linears of a block solved at once on a GPU (0: RunPlan's default)
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
   std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"
+  /// How the target sparsity is spread over the blocks: "uniform" (every block the same) or "owl" (OWL: blocks with
+  /// more outlier scores keep more weights, mean unchanged; prune/owl.h)
+  std::string sparsity_profile = "uniform";
+  double owl_m = 5;         ///< OWL's outlier threshold M
+  double owl_lambda = 0.08; ///< OWL's lambda: the block sparsities span 2 lambda
   std::vector<std::string> eval;     ///< datasets evaluated after pruning
   int64_t eval_seqlen = 0;           ///< their window length (0: min(2048, max positions))
   int64_t eval_max_windows = 0;      ///< perplexity over at most this many windows per dataset (0: all)
@@ -54,7 +59,7 @@ struct Recipe {
 /// Reading, checking and writing recipes, `prune --help` (with the live default) and flag overrides all read
 /// recipe_knobs(). The structured knobs (pattern or sparsity, options, skip, overrides, eval) have code of their own.
 struct RecipeKnob {
-  using Field = std::variant<std::string Recipe::*, int64_t Recipe::*, uint64_t Recipe::*>;
+  using Field = std::variant<std::string Recipe::*, int64_t Recipe::*, uint64_t Recipe::*, double Recipe::*>;
   std::string key;
   bool calibration = false;
   std::string flag;  ///< "--nsamples"
@@ -92,6 +97,7 @@ struct LayerPlan {
   bool skip = false;
   std::string method;
   std::optional<prune::Pattern> pattern;
+  bool pattern_overridden = false;  ///< an override gave the pattern (a sparsity profile leaves it alone)
   std::string refine;
   nlohmann::json options;
 };

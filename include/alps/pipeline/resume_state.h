@@ -22,6 +22,8 @@ struct ResumeState {
   nlohmann::json layers = nlohmann::json::array();         ///< layer reports of the finished blocks
   nlohmann::json phase_seconds = nlohmann::json::object();
   nlohmann::json calibration = nlohmann::json::object();
+  /// The blocks' sparsities of a sparsity profile (--sparsity-profile owl), measured before block 0: null if none.
+  nlohmann::json sparsity_profile;
   /// Whether the state holds the inputs of block next_block: not after the last block, whose outputs nothing reads
   /// (the evaluation runs the whole model on its own windows).
   bool has_inputs = true;

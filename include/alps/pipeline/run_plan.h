@@ -14,6 +14,7 @@
 
 #include "alps/pipeline/recipe.h"
 #include "alps/prune/method.h"
+#include "alps/prune/owl.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/refit.h"
 
@@ -31,6 +32,8 @@ struct LayerJob {
   std::string method;                     ///< its name, for the report
   const prune::Method* solver = nullptr;  ///< owned by the RunPlan
   std::optional<prune::Pattern> pattern;  ///< set unless skipped
+  /// Whether a sparsity profile (--sparsity-profile owl) sets its sparsity: the recipe's own pattern, no override's.
+  bool follows_profile = false;
   prune::Refine refine = prune::Refine::kNone;
   /// Whether the solve reads calibration statistics (the method's, or a refit's).
   bool needs_statistics() const { return !skip && (solver->needs_statistics() || refine != prune::Refine::kNone); }
@@ -57,6 +60,8 @@ class RunPlan {
   int64_t solve_streams = 1;                ///< linears of a block solved at once (1 on the CPU)
   /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
   bool needs_calibration = false;
+  /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).
+  std::optional<prune::OwlOptions> owl;
 
  private:
   LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight);

@@ -1,0 +1,34 @@
+#pragma once
+// OWL, outlier-weighted layer-wise sparsity (Yin et al., ICML 2024; docs/algorithms.md): blocks whose Wanda scores
+// have more outliers keep more weights, and the blocks' sparsities average to the requested one. What is measured per
+// block and how it becomes sparsities; the pipeline measures it on the dense model (pipeline/sequential.cc).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace alps::prune {
+
+struct OwlOptions {
+  double m = 5;         ///< an entry is an outlier above m times the mean score of its block (OWL's M)
+  double lambda = 0.08; ///< the block sparsities span 2 lambda around the target (OWL's lambda)
+};
+
+/// What is wrong with OWL's constants for target sparsity s, "" if nothing: m > 0, 0 <= lambda, s +- lambda inside
+/// (0, 1) (the allocation's range is 2 lambda wide around s, so no block could leave it).
+std::string owl_options_problem(const OwlOptions& o, double sparsity);
+
+/// Wanda's score of a linear's weights W [out, in]: |W_ij| sqrt(sum_sq_j / sequences), sum_sq [in] the sums of
+/// squares of its input's columns over `sequences` calibration windows (OWL's scaler_row), in fp32 as OWL takes them.
+at::Tensor wanda_scores(const at::Tensor& W, const at::Tensor& sum_sq, int64_t sequences);
+
+/// OWL's statistic of one block: the fraction of the scores of all its linears, pooled, above m times their mean.
+double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m);
+
+/// Each block's sparsity from the blocks' outlier fractions D_b (OWL's allocation, in fp64): r = (D - min D) 2 lambda
+/// / (max D - min D), shifted so that mean(r) = 1 - s; block b's sparsity is 1 - r_b. Blocks with equal D (or
+/// lambda = 0) all get s.
+std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_fractions, double sparsity,
+                                         double lambda);
+
+}  // namespace alps::prune

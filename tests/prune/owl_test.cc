@@ -1,0 +1,75 @@
+// OWL's statistic and allocation (include/alps/prune/owl.h), against hand-computed cases and against OWL's own code
+// (tests/data/owl/smollm2_owl_golden.json, written by scripts/make_owl_golden.py from luuyin/OWL on SmolLM2-135M).
+#include "alps/prune/owl.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+#include "support.h"
+
+namespace alps::prune {
+namespace {
+
+nlohmann::json golden() {
+  std::ifstream f(test::source_dir() / "tests/data/owl/smollm2_owl_golden.json");
+  return nlohmann::json::parse(f);
+}
+
+// OWL's allocation from OWL's own block statistics: the same fp64 arithmetic, so equal to its last bits but for the
+// order of the mean's sum (numpy's pairwise against a running sum over 30 terms: a few units of 1e-16).
+TEST(Owl, AllocationIsOwls) {
+  const auto g = golden();
+  const auto ratios = g.at("outlier_ratio_percent").get<std::vector<double>>();
+  const auto want = g.at("block_sparsity").get<std::vector<double>>();
+  const auto got = owl_block_sparsities(ratios, g.at("sparsity").get<double>(), g.at("lambda").get<double>());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t b = 0; b < got.size(); ++b) EXPECT_NEAR(got[b], want[b], 1e-14) << "block " << b;
+  // The statistic's scale does not matter (OWL counts percent, alps a fraction).
+  std::vector<double> fractions;
+  for (double r : ratios) fractions.push_back(r / 100);
+  const auto same = owl_block_sparsities(fractions, g.at("sparsity").get<double>(), g.at("lambda").get<double>());
+  for (size_t b = 0; b < got.size(); ++b) EXPECT_NEAR(same[b], want[b], 1e-14) << "block " << b;
+}
+
+// The range is 2 lambda wide, its mean the target; more outliers, less sparsity; no spread, no change.
+TEST(Owl, AllocationSpansTwoLambdaAroundTheTarget) {
+  const std::vector<double> d = {0.010, 0.004, 0.007, 0.004, 0.013};
+  const auto s = owl_block_sparsities(d, 0.7, 0.08);
+  EXPECT_NEAR(std::accumulate(s.begin(), s.end(), 0.0) / 5, 0.7, 1e-15);
+  EXPECT_NEAR(*std::max_element(s.begin(), s.end()) - *std::min_element(s.begin(), s.end()), 0.16, 1e-15);
+  EXPECT_LT(s[4], s[0]);
+  EXPECT_LT(s[0], s[2]);
+  EXPECT_DOUBLE_EQ(s[1], s[3]);
+  for (double x : owl_block_sparsities({0.01, 0.01, 0.01}, 0.6, 0.08)) EXPECT_DOUBLE_EQ(x, 0.6);
+  for (double x : owl_block_sparsities(d, 0.6, 0.0)) EXPECT_DOUBLE_EQ(x, 0.6);
+}
+
+// Pooled over the block's linears: 2 of 12 entries above 5x the mean (mean 1.5 with two 6s and ten 0.6s: 7.5).
+TEST(Owl, OutlierFractionPoolsTheBlocksScores) {
+  const at::Tensor a = at::full({2, 3}, 0.6), b = at::full({3, 2}, 0.6);
+  b[0][0] = 6.6;
+  b[2][1] = 8.0;
+  // mean = (10 * 0.6 + 6.6 + 8.0) / 12 = 1.71667; 5x = 8.58: nothing above; at M = 3 (5.15): two.
+  EXPECT_EQ(outlier_fraction({a, b}, 5), 0.0);
+  EXPECT_DOUBLE_EQ(outlier_fraction({a, b}, 3), 2.0 / 12);
+  // Wanda's score: |W| times the input column's root mean square per window.
+  const at::Tensor W = at::tensor({1.f, -2.f, 3.f, -4.f}).reshape({2, 2});
+  const at::Tensor scores = wanda_scores(W, at::tensor({4.f, 16.f}), 4);
+  EXPECT_TRUE(scores.allclose(at::tensor({1.f, 4.f, 3.f, 8.f}).reshape({2, 2})));
+}
+
+TEST(Owl, ConstantsOutsideTheirRangeAreNamed) {
+  EXPECT_EQ(owl_options_problem({5, 0.08}, 0.7), "");
+  EXPECT_NE(owl_options_problem({0, 0.08}, 0.7).find("M must be > 0"), std::string::npos);
+  EXPECT_NE(owl_options_problem({5, -0.1}, 0.7).find("lambda must be >= 0"), std::string::npos);
+  EXPECT_NE(owl_options_problem({5, 0.25}, 0.8).find("outside (0, 1)"), std::string::npos);
+  EXPECT_NE(owl_options_problem({5, 0.1}, 0.05).find("outside (0, 1)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace alps::prune
