@@ -33,18 +33,26 @@ void run_on_streams(const c10::Device& device, int n, const std::function<void(i
   for (int i = 0; i < n; ++i) streams.push_back(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i)
-    threads.emplace_back([&, i] {
-      try {
-        const c10::cuda::CUDAGuard thread_device(index);
-        const c10::cuda::CUDAStreamGuard own_stream(streams[static_cast<size_t>(i)]);
-        queued.block(streams[static_cast<size_t>(i)]);
-        task(i);
-      } catch (...) {
-        errors[static_cast<size_t>(i)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
+  auto join = [&threads] {
+    for (auto& t : threads) t.join();
+  };
+  try {
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          const c10::cuda::CUDAGuard thread_device(index);
+          const c10::cuda::CUDAStreamGuard own_stream(streams[static_cast<size_t>(i)]);
+          queued.block(streams[static_cast<size_t>(i)]);
+          task(i);
+        } catch (...) {
+          errors[static_cast<size_t>(i)] = std::current_exception();
+        }
+      });
+  } catch (...) {  // no thread for the next task: the started ones end before the error leaves
+    join();
+    throw;
+  }
+  join();
   for (const auto& s : streams) {
     at::cuda::CUDAEvent done;
     done.record(s);
