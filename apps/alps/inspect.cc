@@ -10,6 +10,7 @@
 #include "alps/core/device.h"
 #include "alps/core/paths.h"
 #include "alps/model/causal_lm.h"
+#include "alps/pipeline/output_dir.h"
 #include "commands.h"
 
 namespace alps::cli {
@@ -24,7 +25,7 @@ struct InspectArgs {
 // The block sparsities a sparsity profile aimed at, from the report alps wrote beside a pruned checkpoint (empty
 // when there is none, or the run was uniform).
 std::vector<double> profile_targets(const std::filesystem::path& dir) {
-  const std::filesystem::path report = dir / "alps-report.json";
+  const std::filesystem::path report = dir / pipeline::kReportFile;
   if (!std::filesystem::exists(report)) return {};
   try {
     const nlohmann::json r = nlohmann::json::parse(std::ifstream(report));

@@ -35,6 +35,7 @@
 #include "alps/pipeline/solve_streams.h"
 #include "alps/pipeline/state_writer.h"
 #include "alps/prune/method.h"
+#include "alps/prune/methods/wanda.h"
 #include "alps/prune/owl.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
@@ -174,8 +175,8 @@ class PruneRun {
       synchronize(plan_.device);
       std::vector<at::Tensor> scores;
       for (const auto& linear : m_.linear_names())
-        scores.push_back(prune::wanda_scores(m_.tensor(m_.weight_name(b, linear)).to(plan_.device),
-                                             sum_sq.at(linear), r_.nsamples));
+        scores.push_back(prune::wanda_score(m_.tensor(m_.weight_name(b, linear)).to(plan_.device),
+                                            sum_sq.at(linear), static_cast<double>(r_.nsamples)));
       fractions.push_back(prune::outlier_fraction(scores, o.m));
       m_.unload_block(b);
     }

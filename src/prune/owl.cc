@@ -20,13 +20,6 @@ std::string owl_options_problem(const OwlOptions& o, double sparsity) {
   return "";
 }
 
-at::Tensor wanda_scores(const at::Tensor& W, const at::Tensor& sum_sq, int64_t sequences) {
-  ALPS_CHECK(W.dim() == 2 && sum_sq.dim() == 1 && sum_sq.size(0) == W.size(1) && sequences > 0,
-             "wanda_scores: W [out, in] and sum_sq [in] expected, got ", W.sizes(), " and ", sum_sq.sizes());
-  const at::Tensor norm = (sum_sq.to(at::kFloat) / static_cast<double>(sequences)).sqrt_();
-  return W.to(at::kFloat).abs() * norm.unsqueeze(0);
-}
-
 double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m) {
   ALPS_CHECK(!block_scores.empty(), "outlier_fraction: no scores");
   std::vector<at::Tensor> flat;

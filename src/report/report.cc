@@ -169,14 +169,19 @@ double percent(int64_t part, int64_t whole) {
   return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
+// The run's sparsity profile (--sparsity-profile owl): its statistics and block sparsities, or null for uniform runs.
+const json* sparsity_profile(const RunReport& r) {
+  const auto it = r.extra.find("sparsity_profile");
+  return it == r.extra.end() || it->is_null() ? nullptr : &*it;
+}
+
 std::string description(const RunReport& r, const Tally& t) {
   // What the layers were pruned with: the recipe's method and pattern, or each one overrides gave and how often.
   std::string what = r.recipe.value("method", "?") + " " + r.recipe.value("pattern", "?");
   if (t.uses.size() == 1) what = t.uses.begin()->first;
-  const bool profiled = r.extra.contains("sparsity_profile") && !r.extra["sparsity_profile"].is_null();
-  if (profiled) {  // one sparsity per block: named by the profile, not block by block
+  if (const json* p = sparsity_profile(r)) {  // one sparsity per block: named by the profile, not block by block
     what = fmt::format("{} {}, sparsity profile {}", r.recipe.value("method", "?"), r.recipe.value("pattern", "?"),
-                       r.extra["sparsity_profile"].value("profile", "?"));
+                       p->value("profile", "?"));
   } else if (t.uses.size() > 1) {
     what.clear();
     for (const auto& [use, count] : t.uses)
@@ -202,8 +207,8 @@ std::string summary_text(const RunReport& r) {
                        percent(k.zeros, k.total),
                        k.measured > 0 ? fmt::format("{:.4e}", k.error / k.measured) : "not measured", k.seconds);
   // A sparsity profile's targets per block beside what the layers of each block reached.
-  if (r.extra.contains("sparsity_profile") && !r.extra["sparsity_profile"].is_null()) {
-    const json& p = r.extra["sparsity_profile"];
+  if (const json* profile = sparsity_profile(r)) {
+    const json& p = *profile;
     const auto target = p.at("block_sparsity").get<std::vector<double>>();
     std::vector<double> zeros(target.size(), 0), total(target.size(), 0);
     for (const auto& l : r.layers) {

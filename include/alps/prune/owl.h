@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace alps::prune {
@@ -18,11 +19,8 @@ struct OwlOptions {
 /// (0, 1) (the allocation's range is 2 lambda wide around s, so no block could leave it).
 std::string owl_options_problem(const OwlOptions& o, double sparsity);
 
-/// Wanda's score of a linear's weights W [out, in]: |W_ij| sqrt(sum_sq_j / sequences), sum_sq [in] the sums of
-/// squares of its input's columns over `sequences` calibration windows (OWL's scaler_row), in fp32 as OWL takes them.
-at::Tensor wanda_scores(const at::Tensor& W, const at::Tensor& sum_sq, int64_t sequences);
-
-/// OWL's statistic of one block: the fraction of the scores of all its linears, pooled, above m times their mean.
+/// OWL's statistic of one block: the fraction of the scores of all its linears, pooled, above m times their mean
+/// (the scores: Wanda's, prune/methods/wanda.h, with OWL's scaler_row, the sums of squares over the windows).
 double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m);
 
 /// Each block's sparsity from the blocks' outlier fractions D_b (OWL's allocation, in fp64): r = (D - min D) 2 lambda
