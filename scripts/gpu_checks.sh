@@ -18,15 +18,21 @@
 #            SparseGPT at 70% on the first shape on the CPU (one problem on both devices: the errors side by side)
 #            (90 s)
 #   prune7b  `alps prune` of a LLaMA-7B-shaped checkpoint of random weights (fp16, $BLOCKS7B blocks, default 2,
-#            written by scripts/make_random_checkpoint.py with that machine's transformers), ALPS at 70%, 128 x 2048
+#            written by scripts/make_random_checkpoint.py with that machine's transformers, the weights drawn on the
+#            device under test), ALPS at 70%, 128 x 2048
 #            tokens of the committed C4 excerpt: seconds per phase and block, per linear, the device peak against the
 #            printed estimate; the same run with each --solve-streams of $COMPARE_STREAMS (default 1; its checkpoint
 #            must be the same bytes); then one
 #            block at each of $BATCH_SIZES (default 4 16; --stop-after 1) for the GPU's default batch size (200 s)
 #   prune70b the same for one block of LLaMA-2-70B's shape (hidden 8192, 64 query and 8 KV heads, ffn 28672), with
-#            $FLAGS70B added (180 s)
+#            $FLAGS70B added, then with each --solve-streams of $STREAMS70B (default none), and with $BASELINE_ALPS (an
+#            earlier build's alps) when set (240 s)
+#   full7b   (not in the default steps) the whole run of a $FULL7B-block (default 32) LLaMA-7B-shaped checkpoint with
+#            the default settings, from loading to the pruned checkpoint written: wall clock and phases (270 s)
 #   trsm     (not in the default steps) the Cholesky B-update's triangular solves at the layers' widths: cuSOLVER's
 #            potrs against the blocked substitution by matrix products, and a product of the same size (60 s)
+#   products (not in the default steps) alps_bench_products at the layers' shapes: fp32 against split TF32 products,
+#            one product, CholeskySolver's construction and solve, potrf (90 s)
 #   profile7b (not in the default steps) prune7b's run with the debug log and one solve at a time (the debug log's
 #            waits would serialise concurrent solves anyway): where each phase's seconds go (120 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
@@ -34,7 +40,7 @@
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
 #   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT7B="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" \
 #     CKPT70B="--hidden 64 --ffn 160 --heads 8 --kv-heads 2" NSAMPLES=4 SEQLEN=128 scripts/gpu_checks.sh \
-#     machine layers prune7b prune70b
+#     FULL7B=3 machine layers prune7b prune70b full7b
 # $OUT (the device tool's folder that comes back; default /tmp/alps-gpu-checks) gets summary.md (per step: exit code
 # and seconds; the failed tests, the layer table, the per-phase tables), the prune reports, and logs.tar.gz with
 # every log (the tool brings back eight files at most). Once the checks have started the script exits 0: the
@@ -62,6 +68,8 @@ cpu_compare=${CPU_COMPARE:-1}                   # layers: the first shape on the
 batch_sizes=${BATCH_SIZES-4 16}                 # prune7b: the first block at these batch sizes too
 blocks7b=${BLOCKS7B:-2}                         # prune7b: blocks of the 7B-shaped checkpoint
 compare_streams=${COMPARE_STREAMS-1}            # prune7b: the same run with these --solve-streams too
+full7b=${FULL7B:-32}                            # full7b: blocks of the whole 7B-shaped run
+streams70b=${STREAMS70B-}                       # prune70b: the same block with these --solve-streams too
 flags70b=${FLAGS70B:-}                          # prune70b: more flags, e.g. --log-level debug
 summary=$out/summary.md
 # Python with the machine's own libraries: device_run.sh's library path holds those this build packed.
@@ -96,6 +104,12 @@ machine() {
   # The ceilings the bounds in docs/benchmarks.md divide by (scripts/gpu_ceilings.py).
   [ "$device" = cpu ] && return 0
   py scripts/gpu_ceilings.py machine
+}
+
+# fp32 products native against split TF32 ones, alone and inside CholeskySolver (apps/bench/bench_products.cc).
+products() {
+  build-cuda/apps/bench/alps_bench_products --device "$device" \
+    --shapes "${PRODUCT_SHAPES:-4096x4096,4096x11008,11008x4096,8192x8192,8192x28672,28672x8192}"
 }
 
 # The Cholesky B-update's triangular solves, potrs against the blocked substitution (scripts/gpu_ceilings.py).
@@ -144,16 +158,28 @@ layers() {
   solve "$scratch/$shape.safetensors" sparsegpt 0.7 cpu "$shape-sparsegpt-0.7-cpu"
 }
 
+# ALPS at 70% on the calibration set with the settings above, the report on stdout.
+prune_with() {  # ALPS_BINARY CHECKPOINT OUT_DIR [alps prune flags...]
+  local bin=$1 model=$2 dest=$3
+  shift 3
+  "$bin" prune --model "$model" --out "$dest" --method alps --sparsity 0.7 --calib c4 --data-dir tests/data/real \
+    --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json "$@"
+}
+
+# A random LLaMA-shaped fp16 checkpoint, its weights drawn on the device under test (seconds on a GPU).
+make_checkpoint() {  # DIR LAYERS "CHECKPOINT ARGS"
+  # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
+  [ -f "$1/config.json" ] || py scripts/make_random_checkpoint.py "$1" --family llama --layers "$2" --vocab 50304 \
+    --dtype float16 --data-dir tests/data/real --device "${device%%:*}" $3
+}
+
 prune_model() {  # NAME LAYERS "CHECKPOINT ARGS" [alps prune flags...]
   local name=$1 layers=$2 args=$3
   shift 3
-  # shellcheck disable=SC2086  # the checkpoint's sizes are separate words
-  [ -f "$scratch/$name/config.json" ] || py scripts/make_random_checkpoint.py "$scratch/$name" --family llama \
-    --layers "$layers" --vocab 50304 --dtype float16 --data-dir tests/data/real $args || return 1
+  make_checkpoint "$scratch/$name" "$layers" "$args" || return 1
   # The pruned checkpoint stays in the scratch directory; the report comes back.
-  "$alps" prune --model "$scratch/$name" --out "$scratch/$name-pruned" --method alps --sparsity 0.7 --calib c4 \
-    --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json "$@" \
-    > "$out/$name.json.partial" && mv "$out/$name.json.partial" "$out/$name.json"
+  prune_with "$alps" "$scratch/$name" "$scratch/$name-pruned" "$@" > "$out/$name.json.partial" &&
+    mv "$out/$name.json.partial" "$out/$name.json"
 }
 
 prune7b() {
@@ -162,9 +188,7 @@ prune7b() {
   # what they compute), and the phases side by side.
   local n
   for n in $compare_streams; do
-    "$alps" prune --model "$scratch/prune7b" --out "$scratch/streams$n" --method alps --sparsity 0.7 --calib c4 \
-      --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
-      --solve-streams "$n" > "$logs/streams$n.json" &&
+    prune_with "$alps" "$scratch/prune7b" "$scratch/streams$n" --solve-streams "$n" > "$logs/streams$n.json" &&
       if cmp "$scratch/prune7b-pruned/model.safetensors" "$scratch/streams$n/model.safetensors"; then
         echo "solve-streams $n and the default: identical checkpoints"
       else
@@ -173,14 +197,36 @@ prune7b() {
   done
   local b
   for b in $batch_sizes; do  # the first block's passes at other batch sizes (the report's phases)
-    "$alps" prune --model "$scratch/prune7b" --out "$scratch/batch$b" --method alps --sparsity 0.7 --calib c4 \
-      --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
-      --batch-size "$b" --stop-after 1 > "$logs/batch$b.json"
+    prune_with "$alps" "$scratch/prune7b" "$scratch/batch$b" --batch-size "$b" --stop-after 1 > "$logs/batch$b.json"
   done
 }
 
 # shellcheck disable=SC2086  # FLAGS70B: separate words
-prune70b() { prune_model prune70b 1 "$ckpt70b" $flags70b; }
+prune70b() {
+  prune_model prune70b 1 "$ckpt70b" $flags70b || return 1
+  local n
+  for n in $streams70b; do
+    prune_with "$alps" "$scratch/prune70b" "$scratch/prune70b-streams$n" --solve-streams "$n" $flags70b \
+      > "$logs/prune70b-streams$n.json"
+  done
+  # The same block with an earlier build, when one is carried along: phases and layers side by side.
+  [ -x "${BASELINE_ALPS:-}" ] || return 0
+  prune_with "$BASELINE_ALPS" "$scratch/prune70b" "$scratch/prune70b-baseline" $flags70b \
+    > "$out/prune70b-baseline.json.partial" && mv "$out/prune70b-baseline.json.partial" "$out/prune70b-baseline.json"
+}
+
+# The whole 7B-shaped run as a user runs it, from loading the checkpoint to its pruned copy written: $FULL7B blocks
+# (default 32, LLaMA-2-7B's), the default settings; the alps command's wall-clock seconds beside the report's phases.
+full7b() {
+  rm -rf "$scratch"/prune70b*  # the disk holds the 7B-shaped input, its pruned copy and the resume state (~45 GB)
+  make_checkpoint "$scratch/full7b" "$full7b" "$ckpt7b" || return 1
+  local start end
+  start=$(date +%s.%N)
+  prune_with "$alps" "$scratch/full7b" "$scratch/full7b-pruned" > "$out/full7b.json.partial" || return 1
+  end=$(date +%s.%N)
+  mv "$out/full7b.json.partial" "$out/full7b.json"
+  echo "full7b: $full7b blocks, alps prune $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s wall clock"
+}
 
 # The 7B-shaped run again with the debug log: the statistics pass split into forward and updates, each layer's
 # problem, checks, solve, error and download, ALPS's factorization / ADMM / PCG (each waits for the device, so the
@@ -195,8 +241,7 @@ profile7b() {
 # rounding of the Gram's summation order.
 baseline() {
   [ -x "${BASELINE_ALPS:-}" ] || { echo "baseline: set BASELINE_ALPS to an earlier alps binary" >&2; return 1; }
-  [ -f "$scratch/prune7b/config.json" ] || py scripts/make_random_checkpoint.py "$scratch/prune7b" --family llama \
-    --layers 2 --vocab 50304 --dtype float16 --data-dir tests/data/real $ckpt7b || return 1
+  make_checkpoint "$scratch/prune7b" 2 "$ckpt7b" || return 1
   local method who bin
   for method in sparsegpt wanda; do
     for who in baseline this; do
@@ -211,18 +256,21 @@ baseline() {
 
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
 export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen b_updates cpu_compare batch_sizes \
-  blocks7b compare_streams flags70b \
+  blocks7b compare_streams flags70b full7b streams70b \
   BASELINE_ALPS=${BASELINE_ALPS:-}
-export -f py machine trsm tests solve layers prune_model prune7b prune70b profile7b baseline
+export -f py machine trsm products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
+  baseline
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
     trsm) run_step trsm 80 trsm ;;
+    products) run_step products 90 products ;;
     tests) run_step tests 60 tests "'*_CUDA*'" ;;
     alltests) run_step tests 210 tests ;;
     layers) run_step layers 90 layers ;;
     prune7b) run_step prune7b 200 prune7b ;;
-    prune70b) run_step prune70b 180 prune70b ;;
+    prune70b) run_step prune70b 240 prune70b ;;
+    full7b) run_step full7b 270 full7b ;;
     profile7b) run_step profile7b 120 profile7b ;;
     baseline) run_step baseline 200 baseline ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
@@ -235,6 +283,9 @@ out, logs, tokens = sys.argv[1], sys.argv[2], sys.argv[3]
 trsm_log = os.path.join(logs, "trsm.log")
 if os.path.exists(trsm_log):
     print("\n## Triangular solves\n\n" + "\n".join("- " + l.strip() for l in open(trsm_log) if l.startswith("trsm")))
+products_log = os.path.join(logs, "products.log")
+if os.path.exists(products_log):
+    print("\n## Products, native fp32 against split TF32\n\n" + "".join(l for l in open(products_log) if l.startswith("|")))
 machine = os.path.join(logs, "machine.log")
 if os.path.exists(machine):
     lines = [l.strip() for l in open(machine) if l.startswith(("ceiling", "factor", "alps ", "cuda build", "  NVIDIA"))
@@ -298,6 +349,13 @@ for b in (4, 16):
         rep = rep.get("report", rep)
         print(f"\n7B first block at --batch-size {b}: " + json.dumps(rep.get("phase_seconds", {})))
 phases("Prune, LLaMA-70B shape, ALPS 70%", os.path.join(out, "prune70b.json"))
+for p in sorted(glob.glob(os.path.join(logs, "prune70b-streams*.json"))):
+    phases(f"The same with --solve-streams {os.path.basename(p)[16:-5]}", p)
+phases("The same with the earlier build (BASELINE_ALPS)", os.path.join(out, "prune70b-baseline.json"))
+phases("The whole LLaMA-7B-shaped run, ALPS 70%", os.path.join(out, "full7b.json"))
+full7b_log = os.path.join(logs, "full7b.log")
+if os.path.exists(full7b_log):
+    print("\n" + "\n".join(l.strip() for l in open(full7b_log) if l.startswith("full7b:")))
 phases("Prune with the debug log, LLaMA-7B shape, ALPS 70%", os.path.join(out, "profile7b.json"))
 for method in ("sparsegpt", "wanda"):
     docs = {}

@@ -151,16 +151,18 @@ void gram_update(at::Tensor& G, const at::Tensor& X) {
   syrk_lower(G, X.to(G.scalar_type()).contiguous(), /*transpose_a=*/true, 1.0);
 }
 
-CholeskySolver::CholeskySolver(at::Tensor C, int64_t block) : C_(std::move(C)) {
-  ALPS_CHECK(C_.dim() == 2 && C_.size(0) == C_.size(1) && block >= 1, "CholeskySolver: expected a square factor, got ",
-             C_.sizes());
-  const int64_t n = C_.size(0);
+CholeskySolver::CholeskySolver(const at::Tensor& C, Fp32Products products, int64_t block) {
+  ALPS_CHECK(C.dim() == 2 && C.size(0) == C.size(1) && block >= 1, "CholeskySolver: expected a square factor, got ",
+             C.sizes());
+  const int64_t n = C.size(0);
   for (int64_t s = 0; s < n; s += block) {
     const int64_t len = std::min(block, n - s);
     starts_.push_back(s);
-    inverse_.push_back(at::linalg_solve_triangular(C_.narrow(0, s, len).narrow(1, s, len),
-                                                   at::eye(len, C_.options()), /*upper=*/false));
+    inverse_.emplace_back(at::linalg_solve_triangular(C.narrow(0, s, len).narrow(1, s, len),
+                                                      at::eye(len, C.options()), /*upper=*/false),
+                          products);
   }
+  C_ = Fp32Matrix(C, products);
 }
 
 void CholeskySolver::solve(const at::Tensor& R, at::Tensor& X) const {
@@ -169,30 +171,33 @@ void CholeskySolver::solve(const at::Tensor& R, at::Tensor& X) const {
              "CholeskySolver::solve: R and X must be [", n, ", k], X contiguous");
   const at::Tensor Y = at::empty({n, k}, R.options());
   const at::Tensor T = at::empty({inverse_.front().size(0), k}, Y.options());
+  // Split products read the solved blocks of Y and X at every later step: each is split once, as it is made.
+  Fp32Matrix Ys = Fp32Matrix::rows_of(Y, C_.how()), Xs = Fp32Matrix::rows_of(X, C_.how());
   // C Y = R, top down: Y_i = C_ii^-1 (R_i - C_i,<i Y_<i).
   for (size_t i = 0; i < inverse_.size(); ++i) {
     const int64_t s = starts_[i], len = inverse_[i].size(0);
     at::Tensor Yi = Y.narrow(0, s, len);
     if (s == 0) {
-      at::mm_out(Yi, inverse_[i], R.narrow(0, 0, len));
-      continue;
+      inverse_[i].mm_out(Yi, R.narrow(0, 0, len));
+    } else {
+      at::Tensor Ti = T.narrow(0, 0, len);
+      C_.narrow(0, s, len).narrow(1, 0, s).addmm_out(Ti, R.narrow(0, s, len), Ys.narrow(0, 0, s), 1, -1);
+      inverse_[i].mm_out(Yi, Ti);
     }
-    at::Tensor Ti = T.narrow(0, 0, len);
-    at::addmm_out(Ti, R.narrow(0, s, len), C_.narrow(0, s, len).narrow(1, 0, s), Y.narrow(0, 0, s), 1, -1);
-    at::mm_out(Yi, inverse_[i], Ti);
+    Ys.store_rows(Y, s, len);
   }
   // C^T X = Y, bottom up: X_i = C_ii^-T (Y_i - (C_>i,i)^T X_>i).
   for (size_t i = inverse_.size(); i-- > 0;) {
     const int64_t s = starts_[i], len = inverse_[i].size(0), e = s + len;
     at::Tensor Xi = X.narrow(0, s, len);
     if (e == n) {
-      at::mm_out(Xi, inverse_[i].t(), Y.narrow(0, s, len));
-      continue;
+      inverse_[i].t().mm_out(Xi, Ys.narrow(0, s, len));
+    } else {
+      at::Tensor Ti = T.narrow(0, 0, len);
+      C_.narrow(0, e, n - e).narrow(1, s, len).t().addmm_out(Ti, Y.narrow(0, s, len), Xs.narrow(0, e, n - e), 1, -1);
+      inverse_[i].t().mm_out(Xi, Ti);
     }
-    at::Tensor Ti = T.narrow(0, 0, len);
-    at::addmm_out(Ti, Y.narrow(0, s, len), C_.narrow(0, e, n - e).narrow(1, s, len).t(), X.narrow(0, e, n - e), 1,
-                  -1);
-    at::mm_out(Xi, inverse_[i].t(), Ti);
+    Xs.store_rows(X, s, len);
   }
 }
 

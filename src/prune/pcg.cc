@@ -42,11 +42,12 @@ class AtenCg final : public CgVectors {
 }  // namespace
 
 PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor& keep, const at::Tensor& B_init,
-                     int64_t iterations, double tolerance, bool fused) {
+                     int64_t iterations, double tolerance, bool fused, Fp32Products products) {
   // Every iterate lives in a buffer allocated once and is updated in place.
   at::Tensor B = (B_init * keep).contiguous();    // [in, out]
   at::Tensor R = at::empty_like(B);               // masked residual
-  at::mm_out(R, Hn, B);
+  const Fp32Matrix H(Hn, products);
+  H.mm_out(R, B);
   R.sub_(Y).neg_().mul_(keep);
   const double target = tolerance * (Y * keep).norm().item<double>();
   PcgResult result{B, 0};
@@ -61,7 +62,7 @@ PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor
     cg = std::make_unique<AtenCg>(R, keep);
   }
   for (int64_t k = 0; k < iterations; ++k) {
-    at::mm_out(AP, Hn, P);  // the one [in,in] x [in,out] product per iteration
+    H.mm_out(AP, P);  // the one [in,in] x [in,out] product per iteration
     const double rz_next = cg->step(B, R, P, AP);
     result.iterations = k + 1;
     if (std::sqrt(rz_next) <= target) break;

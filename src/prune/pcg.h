@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "alps/core/products.h"
+
 namespace alps::prune::detail {
 
 // One CG step per column j of the [in, out] iterates, given AP = Hn P:
@@ -30,7 +32,9 @@ struct PcgResult {
 /// (or zero rows for dead inputs), so the diagonal preconditioner is the identity. Starts from `B` projected onto the
 /// support; stops after `iterations` or once ||masked residual||_F <= tolerance * ||masked Y||_F.
 /// `fused`: on the CPU in fp32, the per-iteration vector work runs as three fused passes (ATen ops otherwise).
+/// `products`: how the products with Hn run (core/products.h; Hn is split once).
 PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor& keep, const at::Tensor& B,
-                     int64_t iterations, double tolerance, bool fused = true);
+                     int64_t iterations, double tolerance, bool fused = true,
+                     Fp32Products products = Fp32Products::kNative);
 
 }  // namespace alps::prune::detail

@@ -95,7 +95,7 @@ TEST(Linalg, CholeskySolverIsCholeskySolve) {
     const at::Tensor want = at::cholesky_solve(R, C, /*upper=*/false);
     for (int64_t block : {1, 8, 37, 64}) {
       at::Tensor got = at::empty_like(R);
-      CholeskySolver(C, block).solve(R, got);
+      CholeskySolver(C, Fp32Products::kNative, block).solve(R, got);
       const double tol = dtype == at::kDouble ? 1e-12 : 5e-4;
       EXPECT_LE((got - want).norm().item<double>(), tol * want.norm().item<double>())
           << at::toString(dtype) << " block " << block;

@@ -30,6 +30,8 @@ TEST(SolveStreams, EveryLinearOnceGroupsTogetherBlockOrder) {
   for (int streams : {1, 2, 3, 4, 9}) {
     const auto lists = split_among_streams(kCost, kGroup, streams);
     EXPECT_EQ(lists.size(), static_cast<size_t>(std::min(streams, 4)));  // four groups: no empty list
+    // The costliest group first: run_on_streams runs the first list at the lower priority.
+    EXPECT_NE(std::find(lists[0].begin(), lists[0].end(), 6u), lists[0].end());
     std::vector<size_t> seen;
     for (const auto& l : lists) {
       EXPECT_TRUE(std::is_sorted(l.begin(), l.end()));

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "alps/core/products.h"
+
 namespace alps {
 
 /// A = Q diag(L) Q^T for a symmetric fp32/fp64 A [n, n] (its upper triangle is read): L [n] ascending, Q [n, n]
@@ -42,17 +44,18 @@ bool syrk_is_native(const at::Device& device);
 /// diagonal [block, block] blocks of C are inverted once; each solve is then a blocked forward and back substitution
 /// whose every step is a matrix product (n^2 k flops each way, as two triangular solves): a GPU's triangular-solve
 /// kernels run well below its product rate (an H100's cuSOLVER potrs with 4096 right-hand sides at n = 11008: 28.7
-/// ms, this: 21.7 ms, one [n, n] x [n, 4096] product: 20.1 ms; docs/benchmarks.md, GPU).
+/// ms, this: 21.7 ms, one [n, n] x [n, 4096] product: 20.1 ms; docs/benchmarks.md, GPU). Those products run as
+/// `products` says (core/products.h); the factor and its inverted blocks are split once.
 class CholeskySolver {
  public:
-  explicit CholeskySolver(at::Tensor C, int64_t block = 1024);
+  explicit CholeskySolver(const at::Tensor& C, Fp32Products products = Fp32Products::kNative, int64_t block = 1024);
   /// X = A^-1 R for R [n, k]; X [n, k] contiguous, not aliasing R.
   void solve(const at::Tensor& R, at::Tensor& X) const;
 
  private:
-  at::Tensor C_;
+  Fp32Matrix C_;
   std::vector<int64_t> starts_;      // first row of each diagonal block
-  std::vector<at::Tensor> inverse_;  // C_ii^-1, lower triangular
+  std::vector<Fp32Matrix> inverse_;  // C_ii^-1, lower triangular
 };
 
 }  // namespace alps

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
-#include <optional>
+#include <cmath>
+#include <memory>
 
 #include "prune/admm_iterates.h"
 #include "prune/pcg.h"
@@ -15,6 +17,7 @@
 #include "alps/core/device_streams.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
+#include "alps/core/products.h"
 #include "alps/core/log.h"
 #include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
@@ -57,6 +60,11 @@ const io::OptionTable<AlpsOptions>& alps_options() {
                "solves per iteration, no eigendecomposition; auto: on the CPU the cheaper of eigenbasis and explicit "
                "for the layer's shape, on a GPU also cholesky where a cost model of the GPU's kernels says so "
                "(wide inputs, unshared factorizations; damp > 0)")
+          .add("products", &O::products,
+               "how the fp32 matrix products run (the B-update's and PCG's): fp32, the device's own; tf32x3, each "
+               "operand split into two TF32 numbers and three tensor-core products (fp32's accuracy to the rounding "
+               "of the sums, 2.4x faster on an H100; slower on the CPU, where it only checks the arithmetic); auto: "
+               "tf32x3 on a GPU with TF32 tensor cores, else fp32")
           .add("fused", &O::fused,
                "CPU fp32: an iteration's vector work (projection, dual update, right-hand side; PCG's updates) in "
                "fused passes; false runs the same arithmetic as ATen operations, as on other devices");
@@ -74,19 +82,36 @@ nlohmann::json alps_option_list() { return alps_options().describe(); }
 // rate: an eigendecomposition of Hn [n, n] costs about 40 (cuSOLVER's syevd: 35 at n = 8192 and 11008, 88 at 4096),
 // shared by the `users` linears that read one input, and nothing once made; then, over I ADMM iterations with rho
 // changing every third, the explicit inverse costs I products of 2 n^2 out flops plus I / 3 inverses of 2 n^3, and
-// Cholesky I pairs of triangular solves (1.7 times a product, 2 x 1.7 n^2 out, as cuSOLVER's potrs measured; the
-// blocked CholeskySolver now used measures 1.33 at n = 4096 and 1.0-1.1 from 8192 on, a recalibration whose choices
-// (q/k/v Cholesky too) are not yet measured end to end, docs/benchmarks.md) plus I / 3 factorizations of
-// n^3 / 3. With I = 30 (the schedule ends most layers after 30-33 iterations), Cholesky is cheaper when
-// n (40 / users + 50 / 3) > 42 out: on LLaMA-7B's shapes down_proj (n = 11008) and an unshared 4096-wide o_proj,
-// not q/k/v or gate/up, whose shared eigendecomposition is cheaper.
+// Cholesky I pairs of triangular solves (r(n) times a product, 2 r n^2 out) plus I / 3 factorizations of n^3 / 3.
+// r(n) is CholeskySolver's blocked substitution against one product of the same size: 1.33 at n = 4096, 1.10 at
+// 8192, 1.08 at 11008, 1.0 at 28672 (gpu_checks.sh trsm), straight lines in log n between, constant outside. With
+// I = 30 (the schedule ends most layers after 30-33 iterations), on LLaMA-7B's shapes Cholesky is cheaper for q_proj
+// (the first of q/k/v, which would make the shared eigendecomposition: k/v then find none and factor too), o_proj and
+// down_proj, not for gate/up (out / n = 2.7 makes the triangular solves cost more than the shared inverse saves); on
+// LLaMA-70B's for every linear.
+static double triangular_solves_over_product(int64_t n) {
+  static constexpr std::array<std::pair<double, double>, 4> kMeasured{
+      {{4096, 1.33}, {8192, 1.10}, {11008, 1.08}, {28672, 1.0}}};
+  const double x = static_cast<double>(n);
+  if (x <= kMeasured.front().first) return kMeasured.front().second;
+  for (size_t i = 1; i < kMeasured.size(); ++i) {
+    const auto [n1, r1] = kMeasured[i];
+    if (x <= n1) {
+      const auto [n0, r0] = kMeasured[i - 1];
+      return r0 + (r1 - r0) * std::log(x / n0) / std::log(n1 / n0);
+    }
+  }
+  return kMeasured.back().second;
+}
+
 bool cholesky_is_cheaper(int64_t in, int64_t out, int64_t users, bool eigh_cached) {
-  constexpr double kEigh = 40, kIterations = 30, kSolveOverProduct = 1.7;
+  constexpr double kEigh = 40, kIterations = 30;
   const double rho_changes = kIterations / 3;
   const double n = static_cast<double>(in), m = static_cast<double>(out);
   const double eigh = eigh_cached ? 0.0 : kEigh / static_cast<double>(std::max<int64_t>(1, users));
   const double explicit_cost = eigh * n * n * n + kIterations * 2 * n * n * m + rho_changes * 2 * n * n * n;
-  const double cholesky_cost = kIterations * 2 * kSolveOverProduct * n * n * m + rho_changes * n * n * n / 3;
+  const double cholesky_cost =
+      kIterations * 2 * triangular_solves_over_product(in) * n * n * m + rho_changes * n * n * n / 3;
   return cholesky_cost < explicit_cost;
 }
 
@@ -127,6 +152,7 @@ Alps::Alps(AlpsOptions options) : options_(options) {
   ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit" ||
                  o.b_update == "cholesky",
              "alps: b_update must be auto, eigenbasis, explicit or cholesky, got '", o.b_update, "'");
+  fp32_products_for(o.products, at::Device(at::kCPU), "alps: products");  // the name's check
 }
 
 Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const {
@@ -153,6 +179,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
                         (o.b_update == "auto" && !problem.W0.device().is_cpu() && o.damp > 0 &&
                          cholesky_is_cheaper(in, out, problem.shared ? problem.shared->users : 1, eigh_cached));
   const bool syrk = syrk_is_native(problem.W0.device());
+  const Fp32Products products = fp32_products_for(o.products, problem.W0.device(), "alps: products");
   bool explicit_inverse = o.b_update == "explicit";
   if (o.b_update == "auto" && !cholesky) explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
 
@@ -183,6 +210,12 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     }
     Qt = Q.t().contiguous();
   }
+  // Q and Q^T as product operands: split products take the transpose as a view of Q's split.
+  Fp32Matrix Qm, Qtm;
+  if (!cholesky) {
+    Qm = Fp32Matrix(Q, products);
+    Qtm = products == Fp32Products::kNative ? Fp32Matrix(Qt, products) : Qm.t();
+  }
   if (problem.shared && shared == nullptr)
     problem.shared->store(key, cholesky ? std::vector<at::Tensor>{Hn, s.d} : std::vector<at::Tensor>{Hn, s.d, L, Q});
   const double eigh_seconds = seconds_since(t0);
@@ -190,7 +223,8 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
   at::Tensor B = B0.clone();
   at::Tensor Minv, Qs, T;
-  std::optional<CholeskySolver> factor;
+  Fp32Matrix Minv_op;  // Minv as a product operand (split once per rho)
+  std::unique_ptr<CholeskySolver> factor;
   if (explicit_inverse && !cholesky) {
     Minv = at::empty({in, in}, Hn.options());
     Qs = at::empty_like(Q);
@@ -220,9 +254,11 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
         at::Tensor M = Hn.clone();
         M.diagonal().add_(rho);
         auto [C, info] = at::linalg_cholesky_ex(M);
+        M.reset();
         ALPS_CHECK(info.item<int64_t>() == 0, "alps: b_update=cholesky: Hn + rho I is not positive definite (rho ",
                    rho, ", damp ", o.damp, "); use damp > 0 or b_update=eigenbasis");
-        factor.emplace(std::move(C));
+        factor.reset();  // the old factor's memory before the new one's split
+        factor = std::make_unique<CholeskySolver>(C, products);
         rho_of_factor = rho;
         ++factorizations;
       }
@@ -237,12 +273,14 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
           at::mul_out(Qs, Q, (L + rho).reciprocal_());
           at::mm_out(Minv, Qs, Qt);
         }
+        Minv_op = Fp32Matrix(Minv, products);
         rho_of_factor = rho;
       }
-      at::mm_out(B, Minv, R);
+      Minv_op.mm_out(B, R);
     } else {
-      at::mm_out(T, Qt, R).div_((L + rho).t());
-      at::mm_out(B, Q, T);
+      Qtm.mm_out(T, R);
+      T.div_((L + rho).t());
+      Qm.mm_out(B, T);
     }
     auto tb = mark();
     t_update += std::chrono::duration<double>(tb - ta).count();
@@ -264,13 +302,17 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
   at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
-  auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused);
+  factor.reset();  // the B-update's operands leave room for PCG's (a split Hn on a GPU)
+  Minv_op = Fp32Matrix();
+  Qm = Qtm = Fp32Matrix();
+  auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused, products);
   const char* update = cholesky ? "cholesky" : explicit_inverse ? "explicit" : "eigenbasis";
   sol.stats = {{"iterations", it},
                {"rho", rho},
                {"refit_iterations", refit.iterations},
                {"factorizations", factorizations},
-               {"b_update", update}};
+               {"b_update", update},
+               {"products", products == Fp32Products::kSplitTf32 ? "tf32x3" : "fp32"}};
   spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
                 "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s",
                 cholesky ? "none" : shared != nullptr ? "shared" : o.eigh_double ? "fp64" : "fp32", eigh_seconds, it,

@@ -78,8 +78,9 @@ TEST(Alps, PcgRefitImprovesTheProjectedAdmmIterate) {
   EXPECT_LT(relative_error(p, with.W), without);
 }
 
-// The two B-update forms (eigenbasis: two products per iteration; explicit (Hn + rho I)^-1 per rho: one), the
-// fp32/fp64 eigendecompositions and the fused/ATen vector kernels are the same ADMM up to rounding. Over a few
+// The B-update forms (eigenbasis: two products per iteration; explicit (Hn + rho I)^-1 per rho: one; Cholesky
+// factors), the fp32/fp64 eigendecompositions, the fused/ATen vector kernels and split TF32 products (here in fp32 on
+// the CPU, the same arithmetic as on tensor cores) are the same ADMM up to rounding. Over a few
 // iterations (no rho change yet) the iterates agree entry by entry; over a whole run the nonconvex projection lets
 // rounding change the path (27 vs 30 iterations here), so only the outcome is compared.
 TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
@@ -97,7 +98,10 @@ TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
     for (const auto& options : {nlohmann::json{{"b_update", "explicit"}}, nlohmann::json{{"b_update", "cholesky"}},
                                 nlohmann::json{{"eigh_double", false}},
                                 nlohmann::json{{"b_update", "explicit"}, {"eigh_double", false}},
-                                nlohmann::json{{"fused", false}}, nlohmann::json::object()}) {
+                                nlohmann::json{{"fused", false}}, nlohmann::json::object(),
+                                nlohmann::json{{"b_update", "eigenbasis"}, {"products", "tf32x3"}},
+                                nlohmann::json{{"b_update", "explicit"}, {"products", "tf32x3"}},
+                                nlohmann::json{{"b_update", "cholesky"}, {"products", "tf32x3"}}}) {
       SCOPED_TRACE(options.dump());
       at::Tensor W = make_alps_admm(with(short_run, options))->solve(p, pattern).W;
       at::Tensor both = W.ne(0).logical_and(W_short.ne(0));
@@ -107,6 +111,7 @@ TEST(Alps, BUpdateFormsAndEighPrecisionAgree) {
     }
   }
   EXPECT_THROW(make_alps_admm({{"b_update", "inverse"}}), Error);
+  EXPECT_THROW(make_alps_admm({{"products", "tf32"}}), Error);
 }
 
 // Cholesky factors are made once per value of rho and no eigendecomposition at all; an Hn + rho I that is not
@@ -129,16 +134,22 @@ TEST(Alps, CholeskyFactorsOncePerRho) {
             std::string::npos);
 }
 
-// The GPU's choice of B-update on LLaMA-7B's shapes, as measured on an H100 (alps_admm.cc): the shared
-// eigendecomposition for q/k/v and gate/up, Cholesky factors for down_proj and an o_proj that shares nothing; once
-// the eigendecomposition is made, the linears after the first take it unless their output is narrow (a KV head's).
-TEST(Alps, GpuChoosesCholeskyForWideOrUnsharedInputs) {
-  EXPECT_FALSE(cholesky_is_cheaper(4096, 4096, 3, false));   // q_proj
-  EXPECT_FALSE(cholesky_is_cheaper(4096, 4096, 3, true));    // k_proj, v_proj
+// The GPU's choice of B-update as measured on an H100 (alps_admm.cc): on LLaMA-7B's shapes Cholesky factors for
+// q_proj (the first of its group: k/v then find no eigendecomposition and factor too), o_proj and down_proj, the
+// shared eigendecomposition for gate/up, whose wide output makes the triangular solves dearer than the inverse; a
+// linear that finds the eigendecomposition made takes it unless its output is narrow. On LLaMA-70B's shapes the
+// blocked triangular solves run near the product rate and every linear factors.
+TEST(Alps, GpuChoosesCholeskyWhereTheTriangularSolvesCostLess) {
+  EXPECT_TRUE(cholesky_is_cheaper(4096, 4096, 3, false));    // q_proj, and k/v after it
+  EXPECT_FALSE(cholesky_is_cheaper(4096, 4096, 3, true));    // k/v had the eigendecomposition been made
   EXPECT_TRUE(cholesky_is_cheaper(4096, 4096, 1, false));    // o_proj
   EXPECT_FALSE(cholesky_is_cheaper(4096, 11008, 2, false));  // gate_proj
+  EXPECT_FALSE(cholesky_is_cheaper(4096, 11008, 2, true));   // up_proj
   EXPECT_TRUE(cholesky_is_cheaper(11008, 4096, 1, false));   // down_proj
-  EXPECT_TRUE(cholesky_is_cheaper(8192, 1024, 3, true));     // a 70B k_proj: eight KV heads
+  EXPECT_TRUE(cholesky_is_cheaper(8192, 8192, 3, false));    // 70B q_proj
+  EXPECT_TRUE(cholesky_is_cheaper(8192, 1024, 3, true));     // 70B k_proj: eight KV heads
+  EXPECT_TRUE(cholesky_is_cheaper(8192, 28672, 2, false));   // 70B gate_proj
+  EXPECT_TRUE(cholesky_is_cheaper(28672, 8192, 1, false));   // 70B down_proj
 }
 
 // Linears that read one input share their factorization: the second solve of a group takes the first one's

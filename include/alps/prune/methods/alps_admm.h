@@ -32,6 +32,7 @@ struct AlpsOptions {
   double pcg_tolerance = 1e-6;
   bool eigh_double = false;
   std::string b_update = "auto";
+  std::string products = "auto";
   bool fused = true;
 };
 /// Reads an options object (keys: the table's names; anything else is an error).
