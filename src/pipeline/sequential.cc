@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -183,13 +184,35 @@ class PruneRun {
     release_host_buffer_cache();
     const double target = r_.pattern->sparsity();
     block_sparsity_ = prune::owl_block_sparsities(fractions, target, o.lambda);
+    const int64_t zeros = apportion_profile();
     rep_.extra["sparsity_profile"] = {{"profile", "owl"},        {"m", o.m},
                                       {"lambda", o.lambda},      {"sparsity", target},
-                                      {"outlier_fraction", fractions}, {"block_sparsity", block_sparsity_}};
+                                      {"outlier_fraction", fractions}, {"block_sparsity", block_sparsity_},
+                                      {"weights", profile_weights_}, {"zeros", zeros}};
     const auto [lo, hi] = std::minmax_element(block_sparsity_.begin(), block_sparsity_.end());
     spdlog::info("sparsity profile owl (M {}, lambda {}): block sparsities {:.4f} .. {:.4f}, mean {:.4f}", o.m,
                  o.lambda, *lo, *hi, target);
     rep_.phase_seconds["sparsity_profile"] += seconds_since(t0);
+  }
+
+  // The zeros of every linear that follows the profile, from the blocks' sparsities, so that they total
+  // round(S N) over those linears' N weights (prune::apportion_zeros); returns that total.
+  int64_t apportion_profile() {
+    std::vector<std::string> weights;
+    std::vector<double> sparsity;
+    std::vector<int64_t> numel;
+    for (int64_t b = 0; b < plan_.num_blocks(); ++b)
+      for (const LayerJob& j : plan_.block(b)) {
+        if (j.skip || !j.follows_profile) continue;
+        weights.push_back(j.weight);
+        sparsity.push_back(block_sparsity_.at(static_cast<size_t>(b)));
+        numel.push_back(m_.tensor(j.weight).numel());
+      }
+    const auto zeros = prune::apportion_zeros(sparsity, numel, r_.pattern->sparsity());
+    profile_zeros_.clear();
+    for (size_t i = 0; i < weights.size(); ++i) profile_zeros_[weights[i]] = zeros[i];
+    profile_weights_ = std::accumulate(numel.begin(), numel.end(), int64_t{0});
+    return std::accumulate(zeros.begin(), zeros.end(), int64_t{0});
   }
 
   // A run whose methods read only the weights: no calibration text, no activations.
@@ -210,6 +233,7 @@ class PruneRun {
     if (!s.sparsity_profile.is_null()) {
       rep_.extra["sparsity_profile"] = s.sparsity_profile;
       block_sparsity_ = s.sparsity_profile.at("block_sparsity").get<std::vector<double>>();
+      apportion_profile();
     }
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
@@ -257,9 +281,12 @@ class PruneRun {
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     const auto linears = m_.linear_names();
     std::vector<LayerJob> jobs = plan_.block(b);
-    if (!block_sparsity_.empty())  // a sparsity profile's target for this block, where no override set another
+    if (!block_sparsity_.empty())  // a sparsity profile's share of the model's zeros, where no override set another
       for (LayerJob& j : jobs)
-        if (!j.skip && j.follows_profile) j.pattern = prune::Pattern::unstructured(block_sparsity_.at(b));
+        if (!j.skip && j.follows_profile) {
+          const auto w = m_.tensor(j.weight);
+          j.pattern = prune::Pattern::unstructured_count(profile_zeros_.at(j.weight), w.size(0), w.size(1));
+        }
     // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
     // keep block order. After a failure the other lists start no further linear.
     const auto lists = solve_lists(jobs, linears, stats);
@@ -487,6 +514,8 @@ class PruneRun {
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
   std::vector<double> block_sparsity_;  // per block, from a sparsity profile (empty: the recipe's patterns)
+  std::map<std::string, int64_t> profile_zeros_;  // per weight following the profile: its zeros
+  int64_t profile_weights_ = 0;                   // the weights of those linears
   std::string step_;
   // Concurrent solves (--solve-streams) share step_, checked_grams_ and the model's tensor table.
   mutable std::mutex mutex_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "prune/kernels/cpu_kernels.h"
 
@@ -97,10 +98,25 @@ at::Tensor keep_mask_layer(const at::Tensor& score, const Pattern& pattern) {
   return keep_largest(score, pattern.zeros_total(score.size(0), score.size(1)));
 }
 
+at::Tensor row_zeros(const Pattern& pattern, int64_t out, int64_t in, const at::Device& device) {
+  std::vector<int64_t> z(static_cast<size_t>(out));
+  for (int64_t r = 0; r < out; ++r) z[static_cast<size_t>(r)] = pattern.zeros_in_row(r, in);
+  return at::tensor(z, at::kLong).to(device);
+}
+
 at::Tensor keep_mask_rows(const at::Tensor& score, const Pattern& pattern) {
   if (pattern.is_n_m()) return keep_mask_groups(score, pattern);
-  const int64_t out = score.size(0), in = score.size(1), zeros = pattern.zeros_per_row(in);
+  const int64_t out = score.size(0), in = score.size(1);
   at::Tensor keep = at::ones({out, in}, score.options().dtype(at::kBool));
+  if (pattern.spreads_rows()) {  // rows of floor(s in) zeros and of one more: each prunes its first zeros_r
+    const at::Tensor zeros = row_zeros(pattern, out, in, score.device());
+    const int64_t most = zeros.max().item<int64_t>();
+    if (most == 0) return keep;
+    const at::Tensor order = std::get<1>(score.topk(most, 1, /*largest=*/false, /*sorted=*/true));
+    keep.scatter_(1, order, at::arange(most, zeros.options()).unsqueeze(0) >= zeros.unsqueeze(1));
+    return keep;
+  }
+  const int64_t zeros = pattern.zeros_per_row(in);
   if (zeros > 0) keep.scatter_(1, std::get<1>(score.topk(zeros, 1, /*largest=*/false)), false);
   return keep;
 }

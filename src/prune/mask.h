@@ -12,7 +12,9 @@ namespace alps::prune::detail {
 /// Keeps the largest `score` entries: N:M per group of M along a row, otherwise
 /// numel - pattern.zeros_total(out, in) across the whole matrix.
 at::Tensor keep_mask_layer(const at::Tensor& score, const Pattern& pattern);
-/// Like keep_mask_layer but for unstructured prunes pattern.zeros_per_row(in) in every row.
+/// The per-row rule's zeros of each row, pattern.zeros_in_row, as a [out] int64 tensor on `device`.
+at::Tensor row_zeros(const Pattern& pattern, int64_t out, int64_t in, const at::Device& device);
+/// Like keep_mask_layer but for unstructured prunes pattern.zeros_in_row(r, in) in row r.
 at::Tensor keep_mask_rows(const at::Tensor& score, const Pattern& pattern);
 /// Keeps the largest entries of a flat tensor, dropping exactly `zeros` of them (bool, same shape).
 at::Tensor keep_largest(const at::Tensor& score, int64_t zeros);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -42,6 +43,42 @@ std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_frac
   std::vector<double> s(n);
   for (size_t b = 0; b < n; ++b) s[b] = 1.0 - (r[b] - mean + (1.0 - sparsity));
   return s;
+}
+
+std::vector<int64_t> apportion_zeros(const std::vector<double>& sparsity, const std::vector<int64_t>& numel,
+                                     double s) {
+  ALPS_CHECK(sparsity.size() == numel.size(), "apportion_zeros: ", sparsity.size(), " sparsities for ",
+             numel.size(), " linears");
+  const size_t n = numel.size();
+  if (n == 0) return {};
+  const int64_t weights = std::accumulate(numel.begin(), numel.end(), int64_t{0});
+  const auto total = static_cast<int64_t>(std::llround(s * static_cast<double>(weights)));
+  double quota_sum = 0;
+  for (size_t l = 0; l < n; ++l) quota_sum += sparsity[l] * static_cast<double>(numel[l]);
+  ALPS_CHECK(quota_sum > 0 || total == 0, "apportion_zeros: no zeros to share, yet ", total, " wanted");
+  std::vector<int64_t> zeros(n);
+  std::vector<double> remainder(n);
+  int64_t given = 0;
+  for (size_t l = 0; l < n; ++l) {
+    const double quota =
+        quota_sum > 0 ? sparsity[l] * static_cast<double>(numel[l]) * static_cast<double>(total) / quota_sum : 0.0;
+    zeros[l] = std::min(static_cast<int64_t>(std::floor(quota)), numel[l] - 1);
+    remainder[l] = quota - static_cast<double>(zeros[l]);
+    given += zeros[l];
+  }
+  ALPS_CHECK(total <= weights - static_cast<int64_t>(n), "apportion_zeros: ", total, " zeros in ", weights,
+             " weights would leave a linear empty");
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
+  for (size_t i = 0; given < total; i = (i + 1) % n) {
+    const size_t l = order[i];
+    if (zeros[l] + 1 < numel[l]) {
+      ++zeros[l];
+      ++given;
+    }
+  }
+  return zeros;
 }
 
 }  // namespace alps::prune

@@ -26,6 +26,15 @@ Pattern Pattern::unstructured(double sparsity) {
   return p;
 }
 
+Pattern Pattern::unstructured_count(int64_t zeros, int64_t out, int64_t in) {
+  ALPS_CHECK(out >= 1 && in >= 1 && zeros >= 0 && zeros < out * in, "unstructured_count: ", zeros,
+             " zeros in [", out, ", ", in, "]");
+  // floor_fraction(s, out in) is `zeros` again: s out in lands within 1e-7 of it for any weight below 2^30 entries.
+  Pattern p = unstructured(static_cast<double>(zeros) / static_cast<double>(out * in));
+  p.spread_ = true;
+  return p;
+}
+
 Pattern Pattern::n_m(int64_t n, int64_t m) {
   // 0:M keeps nothing: like sparsity 1, an all-zero layer is not a pruning result.
   ALPS_USAGE_CHECK(m >= 1 && n >= 1 && n <= m, "N:M pattern needs 1 <= N <= M, got ", n, ":", m,
@@ -77,6 +86,11 @@ int64_t Pattern::zeros_per_row(int64_t in) const {
   return floor_fraction(sparsity_, in);
 }
 
+int64_t Pattern::zeros_in_row(int64_t row, int64_t in) const {
+  if (!spread_) return zeros_per_row(in);
+  return floor_fraction(sparsity_, in * (row + 1)) - floor_fraction(sparsity_, in * row);
+}
+
 bool satisfies(const at::Tensor& W, const Pattern& pattern) {
   if (W.dim() != 2) return false;
   const int64_t out = W.size(0), in = W.size(1);
@@ -85,7 +99,8 @@ bool satisfies(const at::Tensor& W, const Pattern& pattern) {
     at::Tensor nonzeros = W.ne(0).reshape({out, in / pattern.m(), pattern.m()}).sum(2);
     return nonzeros.le(pattern.n()).all().item<bool>();
   }
-  return W.eq(0).sum().item<int64_t>() >= out * pattern.zeros_per_row(in);
+  const int64_t least = pattern.spreads_rows() ? pattern.zeros_total(out, in) : out * pattern.zeros_per_row(in);
+  return W.eq(0).sum().item<int64_t>() >= least;
 }
 
 }  // namespace alps::prune

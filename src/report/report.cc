@@ -222,6 +222,10 @@ std::string summary_text(const RunReport& r) {
     for (size_t b = 0; b < target.size(); ++b)
       out += fmt::format("  block {:>3} {:>8.4f} {:>8}\n", b + 1, target[b],
                          total[b] > 0 ? fmt::format("{:.4f}", zeros[b] / total[b]) : "-");
+    if (p.contains("zeros") && p.contains("weights"))  // the model-wide count the profile's layers share
+      out += fmt::format("  {} zeros in the {} weights that follow the profile: round({} x {})\n",
+                         p.at("zeros").get<int64_t>(), p.at("weights").get<int64_t>(), p.value("sparsity", 0.0),
+                         p.at("weights").get<int64_t>());
   }
   out += fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
   double wall = 0;

@@ -234,11 +234,36 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   for (double x : s) mean += x / 5;
   EXPECT_NEAR(mean, 0.5, 1e-12);
   EXPECT_NEAR(*std::max_element(s.begin(), s.end()) - *std::min_element(s.begin(), s.end()), 0.2, 1e-12);
+  // Each linear holds its block's share to within one zero (the apportionment's rounding), and the model holds
+  // round(0.5 N) zeros exactly over its N pruned weights.
+  int64_t weights = 0, zeros = 0;
   for (const auto& l : report.at("layers")) {
     const double target = s.at(l.at("block").get<size_t>());
-    EXPECT_EQ(l.at("pattern"), prune::Pattern::unstructured(target).str()) << l.at("name");
-    EXPECT_NEAR(l.at("sparsity").get<double>(), target, 0.02) << l.at("name");  // floor(s out in) of small layers
+    const auto shape = l.at("shape").get<std::vector<int64_t>>();
+    const double n = static_cast<double>(shape.at(0) * shape.at(1));
+    const double layer_zeros = l.at("sparsity").get<double>() * n;
+    EXPECT_NEAR(layer_zeros, std::round(layer_zeros), 1e-6) << l.at("name");
+    EXPECT_LT(std::abs(layer_zeros - target * n), 2.0) << l.at("name");
+    weights += shape.at(0) * shape.at(1);
+    zeros += std::llround(layer_zeros);
   }
+  EXPECT_EQ(profile.at("weights").get<int64_t>(), weights);
+  EXPECT_EQ(profile.at("zeros").get<int64_t>(), zeros);
+  EXPECT_EQ(zeros, std::llround(0.5 * static_cast<double>(weights)));
+  // The per-row rule (Wanda) spreads a linear's share over its rows and holds the same total.
+  const auto wanda = test::run_cli(prune_args(dir / "wanda", [&] {
+    auto a = owl;
+    a.insert(a.end(), {"--method", "wanda"});
+    return a;
+  }()));
+  ASSERT_EQ(wanda.exit_code, 0) << wanda.err;
+  int64_t wanda_zeros = 0;
+  const json wanda_report = json::parse(wanda.out);
+  for (const auto& l : wanda_report.at("layers")) {
+    const auto shape = l.at("shape").get<std::vector<int64_t>>();
+    wanda_zeros += std::llround(l.at("sparsity").get<double>() * static_cast<double>(shape.at(0) * shape.at(1)));
+  }
+  EXPECT_EQ(wanda_zeros, zeros);
   std::vector<std::string> stop = owl;
   stop.insert(stop.end(), {"--stop-after", "2"});
   ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
@@ -254,8 +279,14 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
     "overrides": [{"match": "*.mlp.down_proj", "sparsity": 0.25}]})";
   const auto over = test::run_cli(prune_args(dir / "override", {"--config", recipe.string()}));
   ASSERT_EQ(over.exit_code, 0) << over.err;
-  for (const auto& l : json::parse(over.out).at("layers"))
-    if (l.at("name").get<std::string>().find("down_proj") != std::string::npos) EXPECT_EQ(l.at("pattern"), "0.25");
+  const json over_report = json::parse(over.out);  // kept alive: the loop reads into it
+  int64_t overridden = 0;
+  for (const auto& l : over_report.at("layers"))
+    if (l.at("name").get<std::string>().find("down_proj") != std::string::npos) {
+      EXPECT_EQ(l.at("pattern"), "0.25");
+      ++overridden;
+    }
+  EXPECT_EQ(overridden, 5);
 }
 
 // OWL's statistic measured by alps on SmolLM2-135M equals OWL's own (tests/data/owl/smollm2_owl_golden.json, from

@@ -18,7 +18,7 @@ namespace alps::prune {
 namespace {
 
 // Per-layer methods hit floor(s * out * in) zeros exactly; per-row methods floor(s * in) in every row
-// (docs/algorithms.md).
+// (docs/algorithms.md), or a count pattern's zeros_in_row (its total: the layer's count, as for per-layer ones).
 bool per_row(const std::string& method) { return method == "wanda" || method == "dsnot"; }
 
 void expect_exact_pattern(const std::string& method, const at::Tensor& W, const Pattern& pattern) {
@@ -32,7 +32,7 @@ void expect_exact_pattern(const std::string& method, const at::Tensor& W, const 
     at::Tensor nz = W.ne(0).reshape({out, in / pattern.m(), pattern.m()}).sum(2);
     EXPECT_TRUE(nz.eq(pattern.n()).all().item<bool>());
   } else if (per_row(method)) {
-    EXPECT_TRUE(W.eq(0).sum(1).eq(pattern.zeros_per_row(in)).all().item<bool>());
+    for (int64_t r = 0; r < out; ++r) EXPECT_EQ(W[r].eq(0).sum().item<int64_t>(), pattern.zeros_in_row(r, in)) << r;
   } else {
     EXPECT_EQ(W.eq(0).sum().item<int64_t>(), pattern.zeros_total(out, in));
   }
@@ -45,6 +45,11 @@ TEST(Methods, EveryMethodGivesTheExactPattern) {
     auto method = make_method(name, nlohmann::json::object());
     EXPECT_EQ(method->name(), name);
     for (const auto& pattern : test::all_patterns()) expect_exact_pattern(name, method->solve(p, pattern).W, pattern);
+    // A sparsity profile's count: 1234 zeros of 3840 are 30.85 per row of 96 (rows of 30 and of 31).
+    const Pattern count = Pattern::unstructured_count(1234, 40, 96);
+    const at::Tensor W = method->solve(p, count).W;
+    expect_exact_pattern(name, W, count);
+    EXPECT_EQ(W.eq(0).sum().item<int64_t>(), 1234);
   }
 }
 

@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 
+#include "alps/core/error.h"
 #include "alps/prune/methods/wanda.h"
 #include "support.h"
 
@@ -63,6 +65,35 @@ TEST(Owl, OutlierFractionPoolsTheBlocksScores) {
   const at::Tensor W = at::tensor({1.f, -2.f, 3.f, -4.f}).reshape({2, 2});
   const at::Tensor scores = wanda_score(W, at::tensor({4.f, 16.f}), 4);
   EXPECT_TRUE(scores.allclose(at::tensor({1.f, 4.f, 3.f, 8.f}).reshape({2, 2})));
+}
+
+// The zeros of a model under a profile total round(s N) exactly, where rounding each block's (or each linear's)
+// share would drift: here 3 blocks of 3 linears of 7 x 13 = 91 weights at 0.3 +- 0.1 (quotas 18.2, 27.3 and 36.4 per
+// linear: per-linear floors would give 243 zeros, not round(0.3 * 819) = 246). Each linear gets its quota's floor or
+// ceiling, the largest remainders first.
+TEST(Owl, ZerosOfTheModelAreItsSparsityOfItsWeights) {
+  const std::vector<double> block = {0.2, 0.3, 0.4};
+  std::vector<double> s;
+  std::vector<int64_t> numel;
+  for (double b : block)
+    for (int l = 0; l < 3; ++l) {
+      s.push_back(b);
+      numel.push_back(91);
+    }
+  const auto zeros = apportion_zeros(s, numel, 0.3);
+  ASSERT_EQ(zeros.size(), 9u);
+  EXPECT_EQ(std::accumulate(zeros.begin(), zeros.end(), int64_t{0}), 246);
+  for (size_t l = 0; l < 9; ++l) {
+    const double quota = s[l] * 91;
+    EXPECT_GE(zeros[l], static_cast<int64_t>(std::floor(quota))) << l;
+    EXPECT_LE(zeros[l], static_cast<int64_t>(std::ceil(quota))) << l;
+  }
+  // Unequal sizes and a total that the quotas do not reach on their own (overrides left some weights out of the
+  // profile): the quotas are scaled to the total; an empty profile has nothing to share.
+  const auto scaled = apportion_zeros({0.5, 0.7, 0.6}, {1000, 10, 333}, 0.55);
+  EXPECT_EQ(std::accumulate(scaled.begin(), scaled.end(), int64_t{0}), std::llround(0.55 * 1343));
+  EXPECT_TRUE(apportion_zeros({}, {}, 0.5).empty());
+  EXPECT_THROW(apportion_zeros({0.5}, {1, 2}, 0.5), Error);
 }
 
 TEST(Owl, ConstantsOutsideTheirRangeAreNamed) {

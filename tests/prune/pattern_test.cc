@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+
 #include "alps/core/error.h"
 #include "support.h"
 
@@ -52,6 +55,33 @@ TEST(Pattern, ZeroCountsFloorWithoutBinaryRoundingSurprises) {
   EXPECT_EQ(Pattern::unstructured(0.7).zeros_per_row(7), 4);
   EXPECT_EQ(Pattern::n_m(2, 4).zeros_total(3, 8), 12);
   EXPECT_EQ(Pattern::n_m(4, 8).zeros_per_row(16), 8);
+}
+
+// A count pattern: exactly its zeros in the layer; the per-row rule spreads them, each row floor(s in) or one more,
+// the cumulative floors telescoping to the count.
+TEST(Pattern, CountPatternsHoldTheirCountAndSpreadItOverRows) {
+  for (const auto& [zeros, out, in] : {std::tuple<int64_t, int64_t, int64_t>{1234, 40, 96}, {0, 3, 5},
+                                       {14, 3, 5}, {2867 * 7 + 3, 7, 4096}, {29, 10, 10}}) {
+    SCOPED_TRACE(std::to_string(zeros) + " in " + std::to_string(out) + "x" + std::to_string(in));
+    const Pattern p = Pattern::unstructured_count(zeros, out, in);
+    EXPECT_TRUE(p.spreads_rows());
+    EXPECT_EQ(p.zeros_total(out, in), zeros);
+    int64_t sum = 0;
+    for (int64_t r = 0; r < out; ++r) {
+      const int64_t z = p.zeros_in_row(r, in);
+      EXPECT_TRUE(z == zeros / out || z == zeros / out + 1) << r << ": " << z;
+      sum += z;
+    }
+    EXPECT_EQ(sum, zeros);
+  }
+  EXPECT_FALSE(Pattern::unstructured(0.7).spreads_rows());
+  EXPECT_EQ(Pattern::unstructured(0.7).zeros_in_row(2, 7), 4);  // the recipe's patterns: floor(s in) in every row
+  EXPECT_THROW(Pattern::unstructured_count(15, 3, 5), Error);    // every weight
+  EXPECT_THROW(Pattern::unstructured_count(-1, 3, 5), Error);
+  // satisfies() asks a count pattern for its count.
+  const at::Tensor W = at::tensor({0.f, 0.f, 1.f, 0.f, 2.f, 3.f}).reshape({2, 3});
+  EXPECT_TRUE(satisfies(W, Pattern::unstructured_count(3, 2, 3)));
+  EXPECT_FALSE(satisfies(W, Pattern::unstructured_count(4, 2, 3)));
 }
 
 TEST(Pattern, SatisfiesDetectsViolations) {

@@ -29,4 +29,11 @@ double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m);
 std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_fractions, double sparsity,
                                          double lambda);
 
+/// The zeros of each linear under a profile, so that they total round(s N) over the linears' N weights exactly
+/// (per-block or per-layer roundings would drift): linear l's quota is its block's sparsity times its size,
+/// scaled to that total; each gets its quota's floor and the largest remainders one more (ties: the earlier
+/// linear). sparsity[l]: linear l's block's sparsity; numel[l]: its size.
+std::vector<int64_t> apportion_zeros(const std::vector<double>& sparsity, const std::vector<int64_t>& numel,
+                                     double s);
+
 }  // namespace alps::prune

@@ -9,6 +9,7 @@
 #include "alps/prune/methods/wanda.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
+#include "prune/mask.h"
 
 namespace alps::prune {
 
@@ -108,16 +109,20 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
   // Unstructured prune order (reference): kept entries by Wanda score ascending, split by the sign of W mu:
   // [negatives ascending | positives descending], so e > 0 prunes from the front and e < 0 from the back, both
   // taking the least important entry that moves e toward 0.
+  // A row keeps n_keep_r entries; rows of a spread count (Pattern::unstructured_count) keep one fewer or more than
+  // others, and the slot past a row's own count holds a pruned entry, sorted last and never reached.
   at::Tensor prune_order, p_lo, p_hi;
-  const int64_t n_keep = in - pattern.zeros_per_row(in);
+  const at::Tensor n_keep_r = in - detail::row_zeros(pattern, out, in, lo.device());  // [out]
+  const int64_t n_keep = pattern.is_n_m() ? 0 : n_keep_r.max().item<int64_t>();
   if (!pattern.is_n_m()) {
     at::Tensor by_score = std::get<1>(score.masked_fill(keep.logical_not(), INFINITY).sort(1)).narrow(1, 0, n_keep);
     at::Tensor rank = at::arange(n_keep, lo.options()).unsqueeze(0).expand({out, n_keep});
     at::Tensor positive = M.gather(1, by_score) > 0;
     at::Tensor key = at::where(positive, 2 * n_keep - rank, rank);
+    key = at::where(rank >= n_keep_r.unsqueeze(1), 3 * n_keep, key);
     prune_order = by_score.gather(1, std::get<1>(key.sort(1)));
     p_lo = at::zeros({out}, lo.options());
-    p_hi = at::full({out}, n_keep - 1, lo.options());
+    p_hi = n_keep_r - 1;
   }
   // N:M: the pruned partner is the kept entry of the regrown entry's group with the lowest Wanda score; entries
   // pruned or regrown so far are taken out of the candidates.
@@ -137,7 +142,7 @@ Solution Dsnot::solve(const LayerProblem& problem, const Pattern& pattern) const
       at::Tensor cols = start.unsqueeze(1) + at::arange(pattern.m(), lo.options()).unsqueeze(0);  // [out, m]
       p = cols.gather(1, group_score.gather(1, cols).argmin(1, true)).squeeze(1);
     } else {
-      pointers_ok = pointers_ok & at::where(up, p_lo < n_keep, p_hi >= 0);
+      pointers_ok = pointers_ok & at::where(up, p_lo < n_keep_r, p_hi >= 0);
       p = gather1(prune_order, at::where(up, p_lo, p_hi).clamp(0, n_keep - 1));
       p_lo = p_lo + up.to(at::kLong);
       p_hi = p_hi - up.logical_not().to(at::kLong);
