@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Golden for alps's OWL block sparsities (--sparsity-profile owl), from OWL's own code run on SmolLM2-135M-Instruct.
 
+With --pattern P:M the script runs OWL's mixed N:M variant instead (its README's wanda_owl_structure,
+`prune_wanda_outlier_structure`; P:M in OWL's notation, P pruned of every M) and records each block's pruned count.
+
 OWL (Yin et al., ICML 2024) is github.com/luuyin/OWL; this script imports its lib/prune_all.py from a checkout given
 by --owl (none of its code is copied here) and calls its `prune_wanda_outlier` on the model in fp32 on the CPU. It
 stops that function once the allocation is made (at its second call of get_loaders, which starts the pruning), and
@@ -28,6 +31,7 @@ Usage (from the repository root, after scripts/get_smollm2.sh and a checkout of 
     ~/.cache/alps/venv-owl/bin/python scripts/make_owl_golden.py --owl PATH/TO/OWL \
         [--model ~/.cache/alps/models/SmolLM2-135M-Instruct] [--data-dir ../shared/data] \
         [--out tests/data/owl/smollm2_owl_golden.json]
+    ... --pattern 5:8 --m 6 --lamda 2 --out tests/data/owl/smollm2_owl_nm_golden.json   (the README's N:M run)
 """
 import argparse
 import hashlib
@@ -54,6 +58,7 @@ ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--sparsity", type=float, default=0.7)
 ap.add_argument("--m", type=float, default=5.0, help="OWL's Hyper_m, the outlier threshold")
 ap.add_argument("--lamda", type=float, default=0.08, help="OWL's Lamda, half the width of the sparsity range")
+ap.add_argument("--pattern", default="", help="P:M: OWL's mixed N:M variant, P pruned of every M (OWL's notation)")
 ap.add_argument("--tokenize-with", default=os.path.expanduser("~/.cache/alps/venv-torch-2.11.0/bin/python"),
                 help="a Python whose `tokenizers` reads the model's tokenizer.json (0.20 or later)")
 args = ap.parse_args()
@@ -128,9 +133,14 @@ model.seqlen = 2048
 model.hf_device_map = {}
 owl_args = types.SimpleNamespace(nsamples=args.nsamples, seed=args.seed, Hyper_m=args.m, Lamda=args.lamda,
                                  sparsity_ratio=args.sparsity, model="smollm2")
+prune_n, prune_m = (int(x) for x in args.pattern.split(":")) if args.pattern else (0, 0)
 with torch.no_grad():
     try:
-        owl.prune_wanda_outlier(owl_args, model, tokenize, device=torch.device("cpu"))
+        if args.pattern:
+            owl.prune_wanda_outlier_structure(owl_args, model, tokenize, device=torch.device("cpu"), prune_n=prune_n,
+                                              prune_m=prune_m)
+        else:
+            owl.prune_wanda_outlier(owl_args, model, tokenize, device=torch.device("cpu"))
     except Allocated:
         pass
 ratios = [float(r) for r in printed["before adjustment"]]
@@ -163,8 +173,15 @@ out = {
     "lambda": args.lamda,
     "sparsity": args.sparsity,
     "outlier_ratio_percent": ratios,
-    "block_sparsity": [float(1.0 - r) for r in allocation],
 }
+if args.pattern:  # OWL's "after adjustment": each block's pruned count of every M
+    out["what"] = out["what"].replace("prune_wanda_outlier", "prune_wanda_outlier_structure (mixed N:M)")
+    del out["sparsity"]  # the N:M variant's target is the pattern
+    out["pattern_owl"] = args.pattern
+    out["block_pruned_per_group"] = [int(round(float(p))) for p in allocation]
+    out["block_sparsity"] = [float(p) / prune_m for p in allocation]
+else:
+    out["block_sparsity"] = [float(1.0 - r) for r in allocation]
 pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 with open(args.out, "w", encoding="utf-8") as f:
     json.dump(out, f, indent=1)

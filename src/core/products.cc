@@ -18,16 +18,7 @@ void tf32_products_into(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
     at::addmm_out(C, C, A, B, beta, alpha);
   }
 }
-}  // namespace
 
-Fp32Products fp32_products_for(const std::string& name, const at::Device& device, const std::string& what) {
-  if (name == "fp32") return Fp32Products::kNative;
-  if (name == "tf32x3") return Fp32Products::kSplitTf32;
-  ALPS_CHECK(name == "auto", what, ": expected auto, fp32 or tf32x3, got '", name, "'");
-  return detail::has_tf32_products(device) ? Fp32Products::kSplitTf32 : Fp32Products::kNative;
-}
-
-namespace {
 // fp32 keeps 24 significant bits, TF32 11: add half of the 13 dropped bits' weight to the magnitude's bit pattern (a
 // carry into the exponent is the correct rounding up to the next binade), then clear them.
 constexpr int32_t kHalf = 1 << 12, kKeep = ~((1 << 13) - 1);
@@ -36,11 +27,18 @@ void round_in_place(at::Tensor& x) { x.view(at::kInt).add_(kHalf).bitwise_and_(k
 
 // The rest of x after hi, rounded to TF32, in the memory of the difference.
 at::Tensor low_part(const at::Tensor& x, const at::Tensor& hi) {
-  at::Tensor lo = x - hi;  // exact: hi is x's leading bits
+  at::Tensor lo = x - hi;  // exact (Sterbenz): hi is within a factor 2 of x
   round_in_place(lo);
   return lo;
 }
 }  // namespace
+
+Fp32Products fp32_products_for(const std::string& name, const at::Device& device, const std::string& what) {
+  if (name == "fp32") return Fp32Products::kNative;
+  if (name == "tf32x3") return Fp32Products::kSplitTf32;
+  ALPS_CHECK(name == "auto", what, ": expected auto, fp32 or tf32x3, got '", name, "'");
+  return detail::has_tf32_products(device) ? Fp32Products::kSplitTf32 : Fp32Products::kNative;
+}
 
 at::Tensor round_to_tf32(const at::Tensor& x) {
   ALPS_CHECK(x.scalar_type() == at::kFloat, "round_to_tf32: expected fp32, got ", x.scalar_type());

@@ -106,13 +106,15 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "CPU solves one at a time): more fills the GPU, fewer holds less memory",
                  &Recipe::solve_streams, {}, 1, true});
     k.push_back({"sparsity_profile", false, "--sparsity-profile",
-                 "How --sparsity is spread over the blocks: uniform, or owl (OWL: blocks with more outlier Wanda "
-                 "scores on the dense model keep more weights; the mean stays --sparsity; unstructured only)",
+                 "How --sparsity or --pattern is spread over the blocks: uniform, or owl (OWL: blocks with more outlier "
+                 "Wanda scores on the dense model keep more weights; the model keeps --sparsity exactly, or with N:M "
+                 "OWL's mixed variant: each block keeps N plus or minus a few of every M)",
                  &Recipe::sparsity_profile, {"uniform", "owl"}});
     k.push_back({"owl_m", false, "--owl-m", "OWL's outlier threshold M: a score above M times its block's mean",
                  &Recipe::owl_m});
     k.push_back({"owl_lambda", false, "--owl-lambda",
-                 "OWL's lambda: the block sparsities span --sparsity +- lambda", &Recipe::owl_lambda});
+                 "OWL's lambda: the block sparsities span --sparsity +- lambda; with --pattern N:M, the blocks' kept "
+                 "counts span lambda entries of a group around N (OWL runs 2)", &Recipe::owl_lambda});
     k.push_back({"stats_dtype", false, "--stats-dtype", "Accumulation dtype of the Gram matrices: fp32 or fp64",
                  &Recipe::stats_dtype, {"fp32", "fp64"}});
     k.push_back({"stats_device", false, "--stats-device",

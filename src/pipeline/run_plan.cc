@@ -60,11 +60,13 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   // an override gives one layer is checked with that layer's name below.
   (void)method(r.method, r.options);
   if (r.sparsity_profile == "owl") {
-    ALPS_USAGE_CHECK(r.pattern && !r.pattern->is_n_m(), "--sparsity-profile owl spreads an unstructured sparsity "
-                     "over the blocks: give --sparsity S (N:M patterns stay uniform; OWL's mixed N:M variant is not "
-                     "implemented)");
+    ALPS_USAGE_CHECK(r.pattern.has_value(), "--sparsity-profile owl spreads the recipe's --sparsity S or --pattern N:M "
+                     "over the blocks: give one");
     owl = prune::OwlOptions{r.owl_m, r.owl_lambda};
-    const std::string problem = prune::owl_options_problem(*owl, r.pattern->sparsity());
+    // N:M: OWL's mixed variant, each block keeping n plus or minus a few of every m.
+    const std::string problem = r.pattern->is_n_m()
+                                    ? prune::owl_nm_options_problem(*owl, r.pattern->n(), r.pattern->m())
+                                    : prune::owl_options_problem(*owl, r.pattern->sparsity());
     ALPS_USAGE_CHECK(problem.empty(), problem.rfind("M ", 0) == 0 ? "--owl-m: " : "--owl-lambda: ", problem);
     // Blocks measured on the dense model, then pruned with these sparsities: the calibration windows are needed
     // even by methods that read no statistics.

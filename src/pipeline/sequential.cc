@@ -183,12 +183,23 @@ class PruneRun {
     }
     release_host_buffer_cache();
     const double target = r_.pattern->sparsity();
-    block_sparsity_ = prune::owl_block_sparsities(fractions, target, o.lambda);
-    const int64_t zeros = apportion_profile();
-    rep_.extra["sparsity_profile"] = {{"profile", "owl"},        {"m", o.m},
-                                      {"lambda", o.lambda},      {"sparsity", target},
-                                      {"outlier_fraction", fractions}, {"block_sparsity", block_sparsity_},
-                                      {"weights", profile_weights_}, {"zeros", zeros}};
+    json profile = {{"profile", "owl"}, {"m", o.m}, {"lambda", o.lambda}, {"sparsity", target},
+                    {"outlier_fraction", fractions}};
+    if (r_.pattern->is_n_m()) {  // OWL's mixed N:M variant: a kept count per block
+      block_kept_ = prune::owl_block_kept(fractions, r_.pattern->n(), o.lambda);
+      block_sparsity_.clear();
+      for (int64_t k : block_kept_)
+        block_sparsity_.push_back(1.0 - static_cast<double>(k) / static_cast<double>(r_.pattern->m()));
+      profile["pattern"] = r_.pattern->str();
+      profile["block_kept"] = block_kept_;
+      profile["block_sparsity"] = block_sparsity_;
+    } else {
+      block_sparsity_ = prune::owl_block_sparsities(fractions, target, o.lambda);
+      profile["block_sparsity"] = block_sparsity_;
+      profile["zeros"] = apportion_profile();
+      profile["weights"] = profile_weights_;
+    }
+    rep_.extra["sparsity_profile"] = profile;
     const auto [lo, hi] = std::minmax_element(block_sparsity_.begin(), block_sparsity_.end());
     spdlog::info("sparsity profile owl (M {}, lambda {}): block sparsities {:.4f} .. {:.4f}, mean {:.4f}", o.m,
                  o.lambda, *lo, *hi, target);
@@ -233,7 +244,10 @@ class PruneRun {
     if (!s.sparsity_profile.is_null()) {
       rep_.extra["sparsity_profile"] = s.sparsity_profile;
       block_sparsity_ = s.sparsity_profile.at("block_sparsity").get<std::vector<double>>();
-      apportion_profile();
+      if (s.sparsity_profile.contains("block_kept"))
+        block_kept_ = s.sparsity_profile.at("block_kept").get<std::vector<int64_t>>();
+      else
+        apportion_profile();
     }
     for (int64_t b = 0; b < next_block_; ++b)
       for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
@@ -285,7 +299,9 @@ class PruneRun {
       for (LayerJob& j : jobs)
         if (!j.skip && j.follows_profile) {
           const auto w = m_.tensor(j.weight);
-          j.pattern = prune::Pattern::unstructured_count(profile_zeros_.at(j.weight), w.size(0), w.size(1));
+          j.pattern = block_kept_.empty()
+                          ? prune::Pattern::unstructured_count(profile_zeros_.at(j.weight), w.size(0), w.size(1))
+                          : prune::Pattern::n_m(block_kept_.at(static_cast<size_t>(b)), r_.pattern->m());
         }
     // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
     // keep block order. After a failure the other lists start no further linear.
@@ -514,6 +530,7 @@ class PruneRun {
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
   std::vector<double> block_sparsity_;  // per block, from a sparsity profile (empty: the recipe's patterns)
+  std::vector<int64_t> block_kept_;  // per block, OWL's mixed N:M variant: entries kept of every M
   std::map<std::string, int64_t> profile_zeros_;  // per weight following the profile: its zeros
   int64_t profile_weights_ = 0;                   // the weights of those linears
   std::string step_;

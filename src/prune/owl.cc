@@ -21,6 +21,34 @@ std::string owl_options_problem(const OwlOptions& o, double sparsity) {
   return "";
 }
 
+std::string owl_nm_options_problem(const OwlOptions& o, int64_t n, int64_t m) {
+  if (!(o.m > 0)) return fmt::format("M must be > 0, got {}", o.m);
+  if (!(o.lambda > 0.5))  // |r_b - mean| < lambda rounds to 0 for every block: the profile would change nothing
+    return fmt::format("lambda {} would change no block's count: with an N:M pattern lambda counts kept entries of a "
+                       "group (OWL's README runs 2)", o.lambda);
+  if (static_cast<double>(n) - o.lambda < 1 || static_cast<double>(n) + o.lambda > static_cast<double>(m))
+    return fmt::format("lambda {} would let a block keep {} .. {} of every {} around {}:{} (N:M lambda counts "
+                       "entries of a group: it must leave 1 .. {})", o.lambda, static_cast<double>(n) - o.lambda,
+                       static_cast<double>(n) + o.lambda, m, n, m, m);
+  return "";
+}
+
+namespace {
+// r_b - mean(r) with r_b = (D_b - min D) (1 / (max D - min D) width) in fp64, in OWL's order of operations; all 0
+// when the blocks' statistics are equal.
+std::vector<double> centred_spread(const std::vector<double>& outlier_fractions, double width) {
+  ALPS_CHECK(!outlier_fractions.empty(), "OWL: no blocks");
+  const auto [lo, hi] = std::minmax_element(outlier_fractions.begin(), outlier_fractions.end());
+  const size_t n = outlier_fractions.size();
+  std::vector<double> r(n, 0.0);
+  if (*hi > *lo)
+    for (size_t b = 0; b < n; ++b) r[b] = (outlier_fractions[b] - *lo) * (1.0 / (*hi - *lo) * width);
+  const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(n);
+  for (double& x : r) x -= mean;
+  return r;
+}
+}  // namespace
+
 double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m) {
   ALPS_CHECK(!block_scores.empty(), "outlier_fraction: no scores");
   std::vector<at::Tensor> flat;
@@ -33,16 +61,18 @@ double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m) {
 
 std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_fractions, double sparsity,
                                          double lambda) {
-  ALPS_CHECK(!outlier_fractions.empty(), "owl_block_sparsities: no blocks");
-  const auto [lo, hi] = std::minmax_element(outlier_fractions.begin(), outlier_fractions.end());
-  const size_t n = outlier_fractions.size();
-  std::vector<double> r(n, 0.0);
-  if (*hi > *lo)
-    for (size_t b = 0; b < n; ++b) r[b] = (outlier_fractions[b] - *lo) * (1.0 / (*hi - *lo) * lambda * 2);
-  const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(n);
-  std::vector<double> s(n);
-  for (size_t b = 0; b < n; ++b) s[b] = 1.0 - (r[b] - mean + (1.0 - sparsity));
+  // OWL scales by (1 / (max - min) * lambda) * 2; scaling by 2 is exact, so lambda * 2 as the width is the same.
+  const std::vector<double> r = centred_spread(outlier_fractions, lambda * 2);
+  std::vector<double> s(r.size());
+  for (size_t b = 0; b < r.size(); ++b) s[b] = 1.0 - (r[b] + (1.0 - sparsity));
   return s;
+}
+
+std::vector<int64_t> owl_block_kept(const std::vector<double>& outlier_fractions, int64_t n, double lambda) {
+  const std::vector<double> r = centred_spread(outlier_fractions, lambda);
+  std::vector<int64_t> kept(r.size());
+  for (size_t b = 0; b < r.size(); ++b) kept[b] = n + static_cast<int64_t>(std::nearbyint(r[b]));  // half to even
+  return kept;
 }
 
 std::vector<int64_t> apportion_zeros(const std::vector<double>& sparsity, const std::vector<int64_t>& numel,

@@ -289,6 +289,35 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   EXPECT_EQ(overridden, 5);
 }
 
+// OWL's mixed N:M variant: each block keeps its own count of every 4 (2 +- 1 with lambda 1), every linear of the block
+// follows it, and a resumed run continues with the saved counts.
+TEST(PruneCli, OwlMixedNmGivesEachBlockItsCount) {
+  test::TempDir dir;
+  const std::vector<std::string> owl = {"--pattern", "2:4", "--sparsity-profile", "owl", "--owl-lambda", "1"};
+  const auto whole = test::run_cli(prune_args(dir / "whole", owl));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const json report = json::parse(whole.out);
+  const json& profile = report.at("extra").at("sparsity_profile");
+  const auto kept = profile.at("block_kept").get<std::vector<int64_t>>();
+  ASSERT_EQ(kept.size(), 5u);
+  for (int64_t k : kept) EXPECT_TRUE(k >= 1 && k <= 3) << k;
+  EXPECT_NE(*std::min_element(kept.begin(), kept.end()), *std::max_element(kept.begin(), kept.end()));
+  EXPECT_FALSE(profile.contains("zeros"));  // the mean is 2 of 4 only up to OWL's rounding
+  for (const auto& l : report.at("layers")) {
+    const int64_t k = kept.at(l.at("block").get<size_t>());
+    EXPECT_EQ(l.at("pattern"), std::to_string(k) + ":4") << l.at("name");
+    EXPECT_NEAR(l.at("sparsity").get<double>(), 1.0 - k / 4.0, 1e-12) << l.at("name");
+  }
+  std::vector<std::string> stop = owl;
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
+  std::vector<std::string> resume = owl;
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+}
+
 // OWL's statistic measured by alps on SmolLM2-135M equals OWL's own (tests/data/owl/smollm2_owl_golden.json, from
 // luuyin/OWL by scripts/make_owl_golden.py, 8 windows of the committed C4 documents, fp32). The two forwards round
 // differently, so a score within rounding of its block's threshold may count on one side only: each block may
@@ -335,7 +364,8 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--refine", "cg"}, "--refine", 2},
       {{"--sparsity", "0.5", "--stats-device", "gpu"}, "--stats-device", 2},
       {{"--sparsity", "0.5", "--solve-streams", "-1"}, "--solve-streams", 2},
-      {{"--pattern", "2:4", "--sparsity-profile", "owl"}, "--sparsity-profile owl", 2},
+      {{"--pattern", "2:4", "--sparsity-profile", "owl"}, "--owl-lambda: lambda 0.08 would change no block's count", 2},
+      {{"--pattern", "2:4", "--sparsity-profile", "owl", "--owl-lambda", "2"}, "--owl-lambda: lambda 2 would let", 2},
       {{"--sparsity", "0.7", "--sparsity-profile", "owl", "--owl-lambda", "0.35"}, "--owl-lambda", 2},
       {{"--sparsity", "0.7", "--sparsity-profile", "owl", "--owl-m", "0"}, "--owl-m", 2},
       {{"--sparsity", "0.7", "--sparsity-profile", "owl-ish"}, "--sparsity-profile", 2},

@@ -96,6 +96,37 @@ TEST(Owl, ZerosOfTheModelAreItsSparsityOfItsWeights) {
   EXPECT_THROW(apportion_zeros({0.5}, {1, 2}, 0.5), Error);
 }
 
+// OWL's mixed N:M variant: block b keeps n + round(r_b - mean r) of every m, r spanning lambda entries; rounded half
+// to even as numpy's round.
+TEST(Owl, MixedNmKeepsNPlusOrMinusAFew) {
+  // r = 0, 2/3, 4/3, 2 (mean 1): -1, -1/3, 1/3, 1 round to -1, 0, 0, 1.
+  EXPECT_EQ(owl_block_kept({0.1, 0.2, 0.3, 0.4}, 3, 2.0), (std::vector<int64_t>{2, 3, 3, 4}));
+  // r = 0, 2, 2, 2 (mean 1.5): -1.5 and 0.5, which round half to even: -2 and 0.
+  EXPECT_EQ(owl_block_kept({0.0, 1.0, 1.0, 1.0}, 3, 2.0), (std::vector<int64_t>{1, 3, 3, 3}));
+  EXPECT_EQ(owl_block_kept({0.02, 0.02}, 3, 2.0), (std::vector<int64_t>{3, 3}));  // no spread, no change
+  EXPECT_EQ(owl_nm_options_problem({5, 2}, 3, 8), "");
+  EXPECT_NE(owl_nm_options_problem({5, 0.08}, 2, 4).find("would change no block's count"), std::string::npos);
+  EXPECT_NE(owl_nm_options_problem({5, 2}, 2, 4).find("would let a block keep 0 .. 4 of every 4"), std::string::npos);
+  EXPECT_NE(owl_nm_options_problem({5, 2}, 7, 8).find("keep 5 .. 9 of every 8"), std::string::npos);
+  EXPECT_NE(owl_nm_options_problem({0, 2}, 3, 8).find("M must be > 0"), std::string::npos);
+}
+
+// OWL's own mixed N:M allocation on SmolLM2 (tests/data/owl/smollm2_owl_nm_golden.json, its README's run: 5:8 in
+// OWL's notation, 5 pruned of 8, M = 6, lambda = 2) from its own block statistics: the same counts. The rounding
+// could only differ where r_b - mean r lands within the sums' rounding (1e-14) of a half; none does.
+TEST(Owl, MixedNmAllocationIsOwls) {
+  std::ifstream f(test::source_dir() / "tests/data/owl/smollm2_owl_nm_golden.json");
+  const auto g = nlohmann::json::parse(f);
+  const auto ratios = g.at("outlier_ratio_percent").get<std::vector<double>>();
+  const auto pruned = g.at("block_pruned_per_group").get<std::vector<int64_t>>();
+  const int64_t m = 8, kept = m - 5;
+  ASSERT_EQ(g.at("pattern_owl"), "5:8");
+  const auto got = owl_block_kept(ratios, kept, g.at("lambda").get<double>());
+  ASSERT_EQ(got.size(), pruned.size());
+  for (size_t b = 0; b < got.size(); ++b) EXPECT_EQ(got[b], m - pruned[b]) << "block " << b;
+  EXPECT_NE(*std::min_element(got.begin(), got.end()), *std::max_element(got.begin(), got.end()));  // not uniform
+}
+
 TEST(Owl, ConstantsOutsideTheirRangeAreNamed) {
   EXPECT_EQ(owl_options_problem({5, 0.08}, 0.7), "");
   EXPECT_NE(owl_options_problem({0, 0.08}, 0.7).find("M must be > 0"), std::string::npos);

@@ -18,6 +18,10 @@ struct OwlOptions {
 /// What is wrong with OWL's constants for target sparsity s, "" if nothing: m > 0, 0 <= lambda, s +- lambda inside
 /// (0, 1) (the allocation's range is 2 lambda wide around s, so no block could leave it).
 std::string owl_options_problem(const OwlOptions& o, double sparsity);
+/// The same for OWL's mixed N:M variant around n kept of every m (lambda counts entries of a group here): m > 0,
+/// lambda > 0.5 (below it no block's count would change), n - lambda >= 1 and n + lambda <= m (no block may keep
+/// none, nor more than the group).
+std::string owl_nm_options_problem(const OwlOptions& o, int64_t n, int64_t m);
 
 /// OWL's statistic of one block: the fraction of the scores of all its linears, pooled, above m times their mean
 /// (the scores: Wanda's, prune/methods/wanda.h, with OWL's scaler_row, the sums of squares over the windows).
@@ -28,6 +32,12 @@ double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m);
 /// lambda = 0) all get s.
 std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_fractions, double sparsity,
                                          double lambda);
+
+/// OWL's mixed N:M variant (its README's `wanda_owl_structure`, lib/prune_all.py's prune_wanda_outlier_structure):
+/// block b keeps n + round(r_b - mean(r)) of every m, r = (D - min D) lambda / (max D - min D), rounded half to even
+/// as numpy does. lambda is the width of the range in kept entries per group (OWL's README runs 2). The blocks' mean
+/// is n only up to that rounding, as in OWL.
+std::vector<int64_t> owl_block_kept(const std::vector<double>& outlier_fractions, int64_t n, double lambda);
 
 /// The zeros of each linear under a profile, so that they total round(s N) over the linears' N weights exactly
 /// (per-block or per-layer roundings would drift): linear l's quota is its block's sparsity times its size,
