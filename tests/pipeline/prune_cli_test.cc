@@ -219,6 +219,20 @@ TEST(PruneCli, ConcurrentSolvesGiveTheSameCheckpoint_CUDA) {
   EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / "3/model.safetensors"));
 }
 
+// The run of `args` stopped after 2 blocks in dir/resumed and resumed there gives dir/whole's checkpoint, byte for
+// byte; returns the resumed run's report.
+json stopped_and_resumed(const test::TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> stop = args;
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  EXPECT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+  return resumed.exit_code == 0 ? json::parse(resumed.out) : json::object();
+}
+
 // --sparsity-profile owl: every block at its own sparsity, their mean the target; an override's pattern stays; the
 // allocation is part of the resume state, so a resumed run prunes each block as an uninterrupted one does.
 TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
@@ -264,15 +278,7 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
     wanda_zeros += std::llround(l.at("sparsity").get<double>() * static_cast<double>(shape.at(0) * shape.at(1)));
   }
   EXPECT_EQ(wanda_zeros, zeros);
-  std::vector<std::string> stop = owl;
-  stop.insert(stop.end(), {"--stop-after", "2"});
-  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
-  std::vector<std::string> resume = owl;
-  resume.push_back("--resume");
-  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_EQ(json::parse(resumed.out).at("extra").at("sparsity_profile"), profile);
-  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+  EXPECT_EQ(stopped_and_resumed(dir, owl).at("extra").at("sparsity_profile"), profile);
   // A recipe override's sparsity is the layer's own.
   const fs::path recipe = dir / "recipe.json";
   std::ofstream(recipe) << R"({"sparsity": 0.5, "sparsity_profile": "owl",
@@ -308,14 +314,7 @@ TEST(PruneCli, OwlMixedNmGivesEachBlockItsCount) {
     EXPECT_EQ(l.at("pattern"), std::to_string(k) + ":4") << l.at("name");
     EXPECT_NEAR(l.at("sparsity").get<double>(), 1.0 - k / 4.0, 1e-12) << l.at("name");
   }
-  std::vector<std::string> stop = owl;
-  stop.insert(stop.end(), {"--stop-after", "2"});
-  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
-  std::vector<std::string> resume = owl;
-  resume.push_back("--resume");
-  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+  stopped_and_resumed(dir, owl);
 }
 
 // OWL's statistic measured by alps on SmolLM2-135M equals OWL's own (tests/data/owl/smollm2_owl_golden.json, from
