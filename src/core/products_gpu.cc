@@ -59,8 +59,12 @@ void tf32_gemm(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double b
   if (m == 0 || n == 0) return;
   const bool direct = C.stride(1) == 1 && C.stride(0) >= std::max<int64_t>(1, n);
   at::Tensor out = direct ? C : (beta == 0 ? at::empty({m, n}, C.options()) : C.contiguous());
-  if (k == 0) {
-    out.mul_(beta);
+  if (k == 0) {  // no terms: beta C (out may be fresh memory when beta is 0)
+    if (beta == 0) {
+      out.zero_();
+    } else {
+      out.mul_(beta);
+    }
   } else {
     const c10::cuda::CUDAGuard on_device(C.device().index());
     // Row-major C = A B is column-major C^T = B^T A^T.

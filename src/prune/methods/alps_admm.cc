@@ -210,9 +210,9 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     }
     Qt = Q.t().contiguous();
   }
-  // Q and Q^T as product operands: split products take the transpose as a view of Q's split.
+  // Q and Q^T as the eigenbasis form's product operands: split products take the transpose as a view of Q's split.
   Fp32Matrix Qm, Qtm;
-  if (!cholesky) {
+  if (!cholesky && !explicit_inverse) {
     Qm = Fp32Matrix(Q, products);
     Qtm = products == Fp32Products::kNative ? Fp32Matrix(Qt, products) : Qm.t();
   }
