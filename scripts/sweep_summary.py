@@ -169,6 +169,14 @@ def main(sweep):
 def zero_shot_table(dense, methods, patterns, runs, metric_names):
     """Zero-shot tasks side by side, one row per run (the layout of the papers' accuracy tables): acc_norm where a
     task reports it, else acc; LAMBADA's acc; and the mean of those columns."""
+    rows = ([("dense", dense["metrics"])] if dense else []) + [
+        (f"{r['method']} {pattern_label(r['pattern'])}", r["metrics"])
+        for m in methods for p in patterns for r in runs if r["method"] == m and r["pattern"] == p]
+    return zero_shot_lines(rows, metric_names)
+
+
+def zero_shot_lines(rows, metric_names):
+    """zero_shot_table's lines for (label, {metric: value}) rows."""
     tasks = []
     for k in metric_names:
         task, metric = k.rsplit(" ", 1)
@@ -180,13 +188,9 @@ def zero_shot_table(dense, methods, patterns, runs, metric_names):
     def primary(metrics, task):
         return metrics.get(f"{task} acc_norm", metrics.get(f"{task} acc"))
 
-    cols = [f"{t} {'acc_norm' if any(f'{t} acc_norm' in r['metrics'] for r in runs + ([dense] if dense else [])) else 'acc'}"
-            for t in tasks]
+    cols = [f"{t} {'acc_norm' if any(f'{t} acc_norm' in metrics for _, metrics in rows) else 'acc'}" for t in tasks]
     lines = ["", "## zero-shot accuracy (%), one row per run", "",
              "| run | " + " | ".join(cols) + " | mean |", "|---|" + "---:|" * (len(cols) + 1)]
-    rows = ([("dense", dense["metrics"])] if dense else []) + [
-        (f"{r['method']} {pattern_label(r['pattern'])}", r["metrics"])
-        for m in methods for p in patterns for r in runs if r["method"] == m and r["pattern"] == p]
     for label, metrics in rows:
         values = [primary(metrics, t) for t in tasks]
         mean = sum(values) / len(values) if all(v is not None for v in values) else None
