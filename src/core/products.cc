@@ -7,16 +7,22 @@
 namespace alps {
 
 namespace {
-// C = beta C + alpha A B for split operands: on a GPU's tensor cores, on the CPU in fp32 (a product of two TF32
-// numbers is exact there too: the same arithmetic, for checking it without a GPU).
-void tf32_products_into(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double beta, double alpha) {
-  if (C.is_cuda()) return detail::tf32_gemm(C, A, B, beta, alpha);
+// C = beta M + alpha A B by ATen's own product (beta = 0 ignores M, which may be C).
+void aten_addmm(at::Tensor& C, const at::Tensor& M, const at::Tensor& A, const at::Tensor& B, double beta,
+                double alpha) {
   if (beta == 0) {
     at::mm_out(C, A, B);
     if (alpha != 1) C.mul_(alpha);
   } else {
-    at::addmm_out(C, C, A, B, beta, alpha);
+    at::addmm_out(C, M, A, B, beta, alpha);
   }
+}
+
+// C = beta C + alpha A B for split operands: on a GPU's tensor cores, on the CPU in fp32 (a product of two TF32
+// numbers is exact there too: the same arithmetic, for checking it without a GPU).
+void tf32_products_into(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double beta, double alpha) {
+  if (C.is_cuda()) return detail::tf32_gemm(C, A, B, beta, alpha);
+  aten_addmm(C, C, A, B, beta, alpha);
 }
 
 // fp32 keeps 24 significant bits, TF32 11: add half of the 13 dropped bits' weight to the magnitude's bit pattern (a
@@ -93,15 +99,7 @@ Fp32Matrix Fp32Matrix::t() const {
 void Fp32Matrix::addmm_out(at::Tensor& C, const at::Tensor& M, const Fp32Matrix& B, double beta,
                            double alpha) const {
   ALPS_CHECK(how() == B.how(), "Fp32Matrix: a split operand times a native one");
-  if (!lo_.defined()) {
-    if (beta == 0) {
-      at::mm_out(C, hi_, B.hi_);
-      if (alpha != 1) C.mul_(alpha);
-    } else {
-      at::addmm_out(C, M, hi_, B.hi_, beta, alpha);
-    }
-    return;
-  }
+  if (!lo_.defined()) return aten_addmm(C, M, hi_, B.hi_, beta, alpha);
   ALPS_CHECK(C.scalar_type() == at::kFloat, "Fp32Matrix: an fp32 result expected");
   if (beta != 0 && !M.is_same(C)) C.copy_(M);
   // The small terms first, so that the largest is added to their sum rather than they to it.

@@ -7,11 +7,12 @@
 #include <atomic>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "alps/core/device.h"
 #include "alps/core/device_memory.h"
@@ -196,8 +197,9 @@ class PruneRun {
     } else {
       block_sparsity_ = prune::owl_block_sparsities(fractions, target, o.lambda);
       profile["block_sparsity"] = block_sparsity_;
-      profile["zeros"] = apportion_profile();
-      profile["weights"] = profile_weights_;
+      const auto [zeros, weights] = apportion_profile();
+      profile["zeros"] = zeros;
+      profile["weights"] = weights;
     }
     rep_.extra["sparsity_profile"] = profile;
     const auto [lo, hi] = std::minmax_element(block_sparsity_.begin(), block_sparsity_.end());
@@ -207,8 +209,8 @@ class PruneRun {
   }
 
   // The zeros of every linear that follows the profile, from the blocks' sparsities, so that they total
-  // round(S N) over those linears' N weights (prune::apportion_zeros); returns that total.
-  int64_t apportion_profile() {
+  // round(S N) over those linears' N weights (prune::apportion_zeros); returns that total and N.
+  std::pair<int64_t, int64_t> apportion_profile() {
     std::vector<std::string> weights;
     std::vector<double> sparsity;
     std::vector<int64_t> numel;
@@ -222,8 +224,8 @@ class PruneRun {
     const auto zeros = prune::apportion_zeros(sparsity, numel, r_.pattern->sparsity());
     profile_zeros_.clear();
     for (size_t i = 0; i < weights.size(); ++i) profile_zeros_[weights[i]] = zeros[i];
-    profile_weights_ = std::accumulate(numel.begin(), numel.end(), int64_t{0});
-    return std::accumulate(zeros.begin(), zeros.end(), int64_t{0});
+    return {std::accumulate(zeros.begin(), zeros.end(), int64_t{0}),
+            std::accumulate(numel.begin(), numel.end(), int64_t{0})};
   }
 
   // A run whose methods read only the weights: no calibration text, no activations.
@@ -532,7 +534,6 @@ class PruneRun {
   std::vector<double> block_sparsity_;  // per block, from a sparsity profile (empty: the recipe's patterns)
   std::vector<int64_t> block_kept_;  // per block, OWL's mixed N:M variant: entries kept of every M
   std::map<std::string, int64_t> profile_zeros_;  // per weight following the profile: its zeros
-  int64_t profile_weights_ = 0;                   // the weights of those linears
   std::string step_;
   // Concurrent solves (--solve-streams) share step_, checked_grams_ and the model's tensor table.
   mutable std::mutex mutex_;

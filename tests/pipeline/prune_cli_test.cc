@@ -233,15 +233,27 @@ json stopped_and_resumed(const test::TempDir& dir, const std::vector<std::string
   return resumed.exit_code == 0 ? json::parse(resumed.out) : json::object();
 }
 
+// The run of `args` in dir/whole, which must succeed: its report.
+json whole_run(const test::TempDir& dir, const std::vector<std::string>& args) {
+  const auto r = test::run_cli(prune_args(dir / "whole", args));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::object();
+}
+
+// A report row's zeros: its achieved sparsity times its weights, an integer up to the double's rounding.
+double layer_zeros(const json& layer) {
+  const auto shape = layer.at("shape").get<std::vector<int64_t>>();
+  return layer.at("sparsity").get<double>() * static_cast<double>(shape.at(0) * shape.at(1));
+}
+
 // --sparsity-profile owl: every block at its own sparsity, their mean the target; an override's pattern stays; the
 // allocation is part of the resume state, so a resumed run prunes each block as an uninterrupted one does.
 TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   test::TempDir dir;
   const std::vector<std::string> owl = {"--sparsity", "0.5", "--sparsity-profile", "owl", "--owl-lambda", "0.1"};
-  const auto whole = test::run_cli(prune_args(dir / "whole", owl));
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  const auto report = json::parse(whole.out);
-  const auto& profile = report.at("extra").at("sparsity_profile");
+  const json report = whole_run(dir, owl);
+  ASSERT_TRUE(report.contains("extra"));
+  const json& profile = report.at("extra").at("sparsity_profile");
   const auto s = profile.at("block_sparsity").get<std::vector<double>>();
   ASSERT_EQ(s.size(), 5u);
   double mean = 0;
@@ -254,12 +266,11 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   for (const auto& l : report.at("layers")) {
     const double target = s.at(l.at("block").get<size_t>());
     const auto shape = l.at("shape").get<std::vector<int64_t>>();
-    const double n = static_cast<double>(shape.at(0) * shape.at(1));
-    const double layer_zeros = l.at("sparsity").get<double>() * n;
-    EXPECT_NEAR(layer_zeros, std::round(layer_zeros), 1e-6) << l.at("name");
-    EXPECT_LT(std::abs(layer_zeros - target * n), 2.0) << l.at("name");
+    const double n = static_cast<double>(shape.at(0) * shape.at(1)), z = layer_zeros(l);
+    EXPECT_NEAR(z, std::round(z), 1e-6) << l.at("name");
+    EXPECT_LT(std::abs(z - target * n), 2.0) << l.at("name");
     weights += shape.at(0) * shape.at(1);
-    zeros += std::llround(layer_zeros);
+    zeros += std::llround(z);
   }
   EXPECT_EQ(profile.at("weights").get<int64_t>(), weights);
   EXPECT_EQ(profile.at("zeros").get<int64_t>(), zeros);
@@ -273,10 +284,7 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   ASSERT_EQ(wanda.exit_code, 0) << wanda.err;
   int64_t wanda_zeros = 0;
   const json wanda_report = json::parse(wanda.out);
-  for (const auto& l : wanda_report.at("layers")) {
-    const auto shape = l.at("shape").get<std::vector<int64_t>>();
-    wanda_zeros += std::llround(l.at("sparsity").get<double>() * static_cast<double>(shape.at(0) * shape.at(1)));
-  }
+  for (const auto& l : wanda_report.at("layers")) wanda_zeros += std::llround(layer_zeros(l));
   EXPECT_EQ(wanda_zeros, zeros);
   EXPECT_EQ(stopped_and_resumed(dir, owl).at("extra").at("sparsity_profile"), profile);
   // A recipe override's sparsity is the layer's own.
@@ -300,9 +308,8 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
 TEST(PruneCli, OwlMixedNmGivesEachBlockItsCount) {
   test::TempDir dir;
   const std::vector<std::string> owl = {"--pattern", "2:4", "--sparsity-profile", "owl", "--owl-lambda", "1"};
-  const auto whole = test::run_cli(prune_args(dir / "whole", owl));
-  ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  const json report = json::parse(whole.out);
+  const json report = whole_run(dir, owl);
+  ASSERT_TRUE(report.contains("extra"));
   const json& profile = report.at("extra").at("sparsity_profile");
   const auto kept = profile.at("block_kept").get<std::vector<int64_t>>();
   ASSERT_EQ(kept.size(), 5u);

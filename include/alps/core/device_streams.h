@@ -20,7 +20,8 @@ void synchronize(const c10::Device& device);
 /// task's work (the host does not wait: synchronize() does). A tensor a task allocates belongs to the task's stream:
 /// tasks must not share tensors they create. Task 0 should be the longest: its stream has the default priority and
 /// the others' a higher one, so that shorter tasks are not held up behind its kernels. The first exception in task
-/// order is rethrown once every task has ended. Elsewhere the tasks run in order on the calling thread and the first exception ends the call.
+/// order is rethrown once every task has ended. Elsewhere the tasks run in order on the calling thread and the first
+/// exception ends the call.
 void run_on_streams(const c10::Device& device, int n, const std::function<void(int)>& task);
 
 }  // namespace alps
