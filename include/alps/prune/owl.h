@@ -33,7 +33,7 @@ double outlier_fraction(const std::vector<at::Tensor>& block_scores, double m);
 std::vector<double> owl_block_sparsities(const std::vector<double>& outlier_fractions, double sparsity,
                                          double lambda);
 
-/// OWL's mixed N:M variant (its README's `wanda_owl_structure`, lib/prune_all.py's prune_wanda_outlier_structure):
+/// OWL's mixed N:M variant (the one its authors document; docs/algorithms.md):
 /// block b keeps n + round(r_b - mean(r)) of every m, r = (D - min D) lambda / (max D - min D), rounded half to even
 /// as numpy does. lambda is the width of the range in kept entries per group (OWL's README runs 2). The blocks' mean
 /// is n only up to that rounding, as in OWL.
