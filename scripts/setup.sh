@@ -23,6 +23,7 @@ packages=(
   libopenblas0-pthread  # without it libtorch multiplies matrices with the reference BLAS (~60x slower)
   liblapack-dev         # ALPS calls ssyevd/ssyrk directly (src/core/linalg.cc); OpenBLAS serves them at run time
   libsentencepiece-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libgtest-dev libpcre2-dev libicu-dev zlib1g-dev
+  libgloo-dev           # Gloo's headers, which c10d's ProcessGroupGloo.hpp includes (src/dist: distributed runs)
   gnuplot-nox           # the plots of scripts/sweep.sh (perplexity against sparsity)
 )
 ((cuda)) && packages+=(python3 python3-venv)

@@ -73,6 +73,7 @@ void add_inspect_command(CLI::App& app, Runner& runner);
 void add_generate_command(CLI::App& app, Runner& runner);
 void add_tasks_command(CLI::App& app, Runner& runner);
 void add_methods_command(CLI::App& app, Runner& runner);
-void add_prune_command(CLI::App& app, Runner& runner);
+/// `argv`: the command line, which `prune --nproc` runs again in each worker.
+void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> argv);
 
 }  // namespace alps::cli

@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   alps::cli::Runner runner;
   alps::cli::add_solve_layer_command(app, runner);
   alps::cli::add_make_problem_command(app, runner);
-  alps::cli::add_prune_command(app, runner);
+  alps::cli::add_prune_command(app, runner, std::vector<std::string>(argv, argv + argc));
   alps::cli::add_eval_command(app, runner);
   alps::cli::add_inspect_command(app, runner);
   alps::cli::add_generate_command(app, runner);

@@ -5,6 +5,8 @@
 #include <variant>
 
 #include "alps/core/paths.h"
+#include "alps/dist/launch.h"
+#include "alps/dist/local_workers.h"
 #include "alps/pipeline/sequential.h"
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
@@ -23,11 +25,17 @@ struct PruneArgs {
   std::string pattern, eval;
   double sparsity = -1;
   int64_t stop_after = -1;
+  int nproc = 0;
+  std::string dist_backend = "auto";
+  int64_t dist_timeout = 1800;
   std::vector<std::string> options, skip;
   bool overwrite = false, resume = false, eval_dense = false;
 };
 
-int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
+int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector<std::string>& argv) {
+  if (a.nproc > 0) return dist::run_local_workers(dist::without_nproc_flag(argv), a.nproc);
+  const dist::Launch launch = dist::launch_from_environment(dist::process_environment());
+  dist::log_as_rank(launch);
   pipeline::Recipe r = a.config.empty() ? pipeline::Recipe{} : pipeline::load_recipe(a.config);
   auto given = [&cmd](const std::string& flag) { return cmd.get_option(flag)->count() > 0; };
   for (const pipeline::RecipeKnob& k : pipeline::recipe_knobs())
@@ -49,8 +57,12 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
   job.stop_after = a.stop_after;
   job.dump_problems = a.dump_problems;
   job.eval_dense = a.eval_dense;
+  job.dist.backend = a.dist_backend;
+  job.dist.timeout = std::chrono::seconds(a.dist_timeout);
 
   const report::RunReport rep = pipeline::run_prune(job);
+  // One run, one result: rank 0's.
+  if (launch.rank != 0) return 0;
   // The result on stdout (the report itself with --json); progress and logs went to stderr.
   if (a.common.json)
     print_json(report::to_json(rep));
@@ -63,7 +75,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd) {
 
 }  // namespace
 
-void add_prune_command(CLI::App& app, Runner& runner) {
+void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> argv) {
   auto a = std::make_shared<PruneArgs>();
   CLI::App* cmd = app.add_subcommand("prune", "Prune every linear layer of a checkpoint, block by block");
   // Batch scripts append overrides to a base command line: a repeated flag takes its last value.
@@ -104,8 +116,21 @@ void add_prune_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--stop-after", a->stop_after, "Prune at most N blocks in this run, then stop (resumable)")
       ->check(int_at_least(0));
   cmd->add_option("--dump-problems", a->dump_problems, "Write every layer problem (solve-layer format) to DIR");
+  cmd->add_option("--nproc", a->nproc,
+                  "Run as N processes on this host, sharing the calibration windows and the solves (torchrun and "
+                  "srun start the processes instead: docs/distributed.md)")
+      ->check(int_at_least(1));
+  cmd->add_option("--dist-backend", a->dist_backend, "Distributed runs: gloo (CPU processes), nccl (GPUs) or auto")
+      ->capture_default_str()
+      ->check(one_of({"auto", "gloo", "nccl"}));
+  cmd->add_option("--dist-timeout", a->dist_timeout,
+                  "Distributed runs: seconds a rank waits for the others before it stops with an error")
+      ->capture_default_str()
+      ->check(int_at_least(1));
   add_common_flags(cmd, a->common, /*with_device=*/false);  // --device is a recipe knob here
-  cmd->callback([a, cmd, &runner] { runner = [a, cmd] { return run_prune_command(*a, *cmd); }; });
+  cmd->callback([a, cmd, &runner, argv = std::move(argv)] {
+    runner = [a, cmd, argv] { return run_prune_command(*a, *cmd, argv); };
+  });
 }
 
 }  // namespace alps::cli

@@ -33,9 +33,14 @@ void crash_point(std::string_view name) {
     std::lock_guard<std::mutex> lock(mutex);
     k = ++reached[std::string(name)];
   }
+  // "...#R" (after the name or the count): only in the process of rank R of a distributed run ($RANK).
+  const char* rank = std::getenv("RANK");
+  auto listed = [&](const std::string& point) {
+    return fault_enabled(point) || (rank != nullptr && fault_enabled(point + "#" + rank));
+  };
   auto fires = [&](const char* kind) {
     const std::string point = kind + std::string(name);
-    return (k == 1 && fault_enabled(point)) || fault_enabled(point + "@" + std::to_string(k));
+    return (k == 1 && listed(point)) || listed(point + "@" + std::to_string(k));
   };
   if (fires("crash:")) std::raise(SIGKILL);
   if (fires("interrupt:")) std::raise(SIGINT);

@@ -292,6 +292,17 @@ void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
   state_->resident[name] = std::move(resident);
 }
 
+void CausalLM::release_tensor(const std::string& name) {
+  auto it = state_->stored.host.find(name);
+  ALPS_CHECK(it != state_->stored.host.end(), "release_tensor: '", name, "' is not part of the checkpoint in ",
+             state_->dir.string());
+  ALPS_CHECK(!state_->resident.count(name), "release_tensor: '", name, "' is resident on the device");
+  const auto& names = state_->stored.file_names;
+  const size_t file = static_cast<size_t>(
+      std::find(names.begin(), names.end(), state_->stored.file_of.at(name)) - names.begin());
+  it->second = state_->stored.files.at(file).tensor(name);
+}
+
 std::string CausalLM::first_non_finite_tensor() const {
   for (const std::string& name : state_->stored.order) {
     const at::Tensor& t = state_->stored.host.at(name);

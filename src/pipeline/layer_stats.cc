@@ -5,6 +5,7 @@
 
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
+#include "alps/dist/group.h"
 
 namespace alps::pipeline {
 
@@ -48,6 +49,25 @@ const at::Tensor& LayerStats::gram() const {
   return G_;
 }
 
+void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& what) {
+  if (group.size() == 1) return;
+  // The whole of G goes (add() fills its lower triangle; packing one would cost a copy of its own); the owner's
+  // upper triangle is mirrored from the summed lower one when it is read.
+  group.reduce_sum(G_, owner, what);
+  group.reduce_sum(sum_, owner, what);
+  group.reduce_sum(sequence_sq_, owner, what);
+  at::Tensor T = at::full({1}, T_, at::kLong);
+  group.reduce_sum(T, owner, what);
+  if (group.rank() == owner) {
+    T_ = T.item<int64_t>();
+    upper_stale_ = true;
+  } else {
+    G_ = at::Tensor();
+    sum_ = sequence_sq_ = at::Tensor();
+    T_ = 0;
+  }
+}
+
 at::Tensor LayerStats::mean() const {
   return T_ > 0 ? (sum_ / static_cast<double>(T_)).to(at::kFloat) : at::zeros_like(sum_, at::kFloat);
 }
@@ -82,6 +102,10 @@ void BlockStats::observe(const std::string& linear, const at::Tensor& input) {
 
 void BlockStats::end_forward() { last_input_ = at::Tensor(); }
 
+LayerStats& BlockStats::at(const std::string& linear) {
+  return const_cast<LayerStats&>(static_cast<const BlockStats&>(*this).at(linear));
+}
+
 const LayerStats& BlockStats::at(const std::string& linear) const {
   auto it = group_of_.find(linear);
   ALPS_CHECK(it != group_of_.end(), "no calibration statistics were collected for '", linear,
@@ -97,7 +121,8 @@ void BlockStats::clear() {
 
 int64_t BlockStats::bytes() const {
   int64_t b = 0;
-  for (const auto& g : groups_) b += g->gram().numel() * static_cast<int64_t>(g->gram().element_size());
+  for (const auto& g : groups_)
+    if (g->tokens() > 0) b += g->gram().numel() * static_cast<int64_t>(g->gram().element_size());
   return b;
 }
 

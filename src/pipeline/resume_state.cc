@@ -1,7 +1,9 @@
 #include "alps/pipeline/resume_state.h"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -21,7 +23,8 @@ using json = nlohmann::json;
 namespace {
 
 // 3: state.json says whether it holds the next block's inputs ("inputs"); format 2 always did.
-constexpr int kStateFormat = 3;
+// 4: "input_shards", the window ranges of the inputs' files (a distributed run's ranks write one each).
+constexpr int kStateFormat = 4;
 constexpr const char* kStateFile = "state.json";
 
 
@@ -42,24 +45,38 @@ int64_t numbered(const std::string& name, const std::string& prefix) {
 }  // namespace
 
 fs::path StateDir::block_file(int64_t b) const { return dir_ / fmt::format("block-{:05d}.safetensors", b); }
-fs::path StateDir::inputs_file(int64_t b) const { return dir_ / fmt::format("inputs-{:05d}.safetensors", b); }
+// A shard's file: "inputs-00003.safetensors" when it holds every window, "inputs-00003.w4-8.safetensors" for
+// windows [4, 8).
+fs::path StateDir::inputs_file(int64_t b, const std::vector<std::pair<int64_t, int64_t>>& shards,
+                               size_t shard) const {
+  if (shards.empty()) return dir_ / fmt::format("inputs-{:05d}.safetensors", b);
+  const auto [begin, end] = shards.at(shard);
+  return dir_ / fmt::format("inputs-{:05d}.w{}-{}.safetensors", b, begin, end);
+}
 
 void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
                     const at::Tensor& next_inputs) {
-  // A resumed run may write a block's file again (it stopped between the file and state.json).
-  if (s.next_block > 0)
+  const bool shard_only = sharing_.rank != 0;
+  if (!shard_only && s.next_block > 0)  // a resumed run may write a block's file again (it stopped before state.json)
     io::save_safetensors(block_file(s.next_block - 1), block_weights, {}, io::ExistingFile::kReplace);
   crash_point("state-block-saved");
   // Named by block, never overwritten in place: until state.json moves on, it still names the previous inputs.
   if (next_inputs.defined())
-    io::save_safetensors(inputs_file(s.next_block), {{"inputs", next_inputs}}, {}, io::ExistingFile::kReplace);
+    io::save_safetensors(inputs_file(s.next_block, s.input_shards, sharing_.shard), {{"inputs", next_inputs}}, {},
+                         io::ExistingFile::kReplace);
   crash_point("state-inputs-saved");
+  if (shard_only) {
+    if (next_inputs.defined() && sharing_.shard_written) sharing_.shard_written(s.next_block);
+    return;
+  }
+  if (next_inputs.defined() && sharing_.await_shards) sharing_.await_shards(s.next_block);
   // The state is alps's own, rewritten after every block.
   io::write_text_staged(dir_ / kStateFile,
                         json{{"format", kStateFormat},
                              {"key", s.key},
                              {"next_block", s.next_block},
                              {"inputs", next_inputs.defined()},
+                             {"input_shards", s.input_shards},
                              {"layers", s.layers},
                              {"phase_seconds", s.phase_seconds},
                              {"calibration", s.calibration},
@@ -68,21 +85,33 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                         io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
   crash_point("state-json-saved");
-  remove_unreferenced(s.next_block);
+  ResumeState saved = s;
+  saved.has_inputs = next_inputs.defined();
+  remove_unreferenced(saved, /*later=*/sharing_.await_shards == nullptr);
 }
 
-void StateDir::remove_unreferenced(int64_t next_block) const {
+void StateDir::remove_unreferenced(const ResumeState& s, bool later) const {
+  std::set<std::string> named;
+  if (s.has_inputs)
+    for (size_t i = 0; i < std::max<size_t>(s.input_shards.size(), 1); ++i)
+      named.insert(inputs_file(s.next_block, s.input_shards, i).filename().string());
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
-    const int64_t block = numbered(name, "block-"), inputs = numbered(name, "inputs-");
-    const bool stale = (block >= next_block) || (inputs >= 0 && inputs != next_block) ||
+    const int64_t block = numbered(name, "block-");
+    // "inputs-NNNNN" and what follows: the block whose inputs the file holds.
+    int64_t inputs = -1;
+    if (name.rfind("inputs-", 0) == 0 && name.size() > 12 &&
+        name.find_first_not_of("0123456789", 7) == 12)
+      inputs = std::stoll(name.substr(7, 5));
+    const bool stale = (block >= s.next_block) || (inputs >= 0 && inputs < s.next_block) ||
+                       (inputs == s.next_block && named.count(name) == 0) || (inputs > s.next_block && later) ||
                        (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos);
     if (stale) fs::remove(e.path(), ec);
   }
 }
 
-ResumeState StateDir::load() const {
+ResumeState StateDir::load(bool tidy) const {
   const fs::path file = dir_ / kStateFile;
   json doc;
   try {
@@ -91,8 +120,8 @@ ResumeState StateDir::load() const {
     ALPS_FAIL("resume state ", file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }
   const int format = doc.value("format", 1);
-  ALPS_CHECK(format == 2 || format == kStateFormat, file.string(), " was written by another version of alps (state "
-             "format ", format, ", this alps reads 2 and ", kStateFormat, "): pass --overwrite to start over");
+  ALPS_CHECK(format >= 2 && format <= kStateFormat, file.string(), " was written by another version of alps (state "
+             "format ", format, ", this alps reads 2 to ", kStateFormat, "): pass --overwrite to start over");
   ResumeState s;
   try {
     s.key = doc.at("key");
@@ -102,16 +131,20 @@ ResumeState StateDir::load() const {
     s.calibration = doc.at("calibration");
     s.has_inputs = doc.value("inputs", true);
     s.sparsity_profile = doc.value("sparsity_profile", json());
+    s.input_shards = doc.value("input_shards", std::vector<std::pair<int64_t, int64_t>>{});
   } catch (const json::exception& e) {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }
   ALPS_CHECK(s.next_block >= 0, file.string(), ": next_block must be >= 0, got ", s.next_block);
-  for (int64_t b = 0; b < s.next_block + (s.has_inputs ? 1 : 0); ++b) {
-    const fs::path f = b < s.next_block ? block_file(b) : inputs_file(b);
+  std::vector<fs::path> named;
+  for (int64_t b = 0; b < s.next_block; ++b) named.push_back(block_file(b));
+  if (s.has_inputs)
+    for (size_t i = 0; i < std::max<size_t>(s.input_shards.size(), 1); ++i)
+      named.push_back(inputs_file(s.next_block, s.input_shards, i));
+  for (const auto& f : named)
     ALPS_CHECK(fs::is_regular_file(f), "resume state in ", dir_.string(), " is damaged: ", f.filename().string(),
                " is missing; pass --overwrite to start over");
-  }
-  remove_unreferenced(s.next_block);  // leftovers of the run that died while saving
+  if (tidy) remove_unreferenced(s, /*later=*/true);  // leftovers of the run that died while saving
   return s;
 }
 
@@ -122,9 +155,27 @@ std::vector<std::pair<std::string, at::Tensor>> StateDir::load_block(int64_t b) 
   return out;
 }
 
-at::Tensor StateDir::load_inputs(const ResumeState& s) const {
+at::Tensor StateDir::load_inputs(const ResumeState& s, int64_t begin, int64_t end) const {
   if (!s.has_inputs) return {};
-  return io::SafetensorsFile(inputs_file(s.next_block)).tensor("inputs").clone();
+  if (s.input_shards.empty()) {
+    const at::Tensor all = io::SafetensorsFile(inputs_file(s.next_block, {}, 0)).tensor("inputs");
+    return all.slice(0, begin, end < 0 ? all.size(0) : end).clone();
+  }
+  // The windows of this run's share, from the shards of the run that saved them (another world size, maybe).
+  std::vector<at::Tensor> parts;
+  for (size_t i = 0; i < s.input_shards.size(); ++i) {
+    const auto [b, e] = s.input_shards[i];
+    const int64_t lo = std::max(b, begin), hi = end < 0 ? e : std::min(e, end);
+    if (lo >= hi) continue;
+    const at::Tensor shard = io::SafetensorsFile(inputs_file(s.next_block, s.input_shards, i)).tensor("inputs");
+    ALPS_CHECK(shard.size(0) == e - b, "resume state in ", dir_.string(), " is damaged: ",
+               inputs_file(s.next_block, s.input_shards, i).filename().string(), " holds ", shard.size(0),
+               " windows, not ", e - b, "; pass --overwrite to start over");
+    parts.push_back(shard.slice(0, lo - b, hi - b).clone());
+  }
+  ALPS_CHECK(!parts.empty(), "resume state in ", dir_.string(), " holds none of the windows ", begin, " to ", end,
+             "; pass --overwrite to start over");
+  return parts.size() == 1 ? parts[0] : at::cat(parts);
 }
 
 namespace {

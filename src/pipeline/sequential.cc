@@ -12,6 +12,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "alps/core/device.h"
@@ -21,6 +22,8 @@
 #include "alps/core/host_allocator.h"
 #include "alps/core/interrupt.h"
 #include "alps/core/log.h"
+#include "alps/dist/group.h"
+#include "alps/dist/launch.h"
 #include "alps/eval/datasets.h"
 #include "alps/eval/evaluate.h"
 #include "alps/io/fingerprint.h"
@@ -72,15 +75,16 @@ OutputRequest output_request(const PruneJob& job) {
 }
 
 // Everything about the job that can be checked before any work, given the loaded (memory-mapped) model and its
-// tokenizer (loading checked both); returns the plan it built.
-std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m,
-                                       const tokenizer::Tokenizer& tok) {
+// tokenizer (loading checked both); returns the plan it built. `first`: rank 0 of a distributed run (or the one
+// process), which alone checks (and tidies) the output path and evaluates.
+std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m, const tokenizer::Tokenizer& tok,
+                                       bool first) {
   const Recipe& r = job.recipe;
   ALPS_CHECK(job.stop_after >= -1, "--stop-after must be >= 0, got ", job.stop_after);
   ALPS_USAGE_CHECK(!job.eval_dense || !r.eval.empty(), "--eval-dense evaluates the input model on the datasets and "
                    "tasks of --eval: give --eval too");
   auto plan = std::make_unique<RunPlan>(m, r);
-  check_output_request(output_request(job));
+  if (first) check_output_request(output_request(job));
   warn_unmatched_globs(m, r);
   // A resumed run finds the problem files its interrupted run wrote (and writes those of a block it redoes again).
   if (!job.dump_problems.empty()) {
@@ -100,8 +104,9 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
     spdlog::warn("--calib {} is not read: no method of this run reads calibration data", r.calib);
   // A text too short for one evaluation window, or a bad row of a task file, would stop the run after its pruning.
   // Read and tokenised again then (seconds, against the pruning's minutes to hours).
-  (void)eval::prepare_evaluation(m, tok, eval::plan_evaluation(r.eval, job.data_dir), plan->eval_seqlen,
-                                 zeroshot_options(r));
+  if (first)
+    (void)eval::prepare_evaluation(m, tok, eval::plan_evaluation(r.eval, job.data_dir), plan->eval_seqlen,
+                                   zeroshot_options(r));
   return plan;
 }
 
@@ -110,14 +115,17 @@ class PruneRun {
  public:
   /// `job.recipe` is the resolved one (resolved_recipe).
   PruneRun(const PruneJob& job, model::CausalLM& m, const tokenizer::Tokenizer& tok, const RunPlan& plan,
-           StateWriter& writer)
-      : job_(job), r_(job.recipe), m_(m), tok_(tok), plan_(plan), writer_(writer) {
+           StateWriter& writer, dist::Group& group)
+      : job_(job), r_(job.recipe), m_(m), tok_(tok), plan_(plan), writer_(writer), group_(group),
+        share_(dist::share_of(r_.nsamples, group.rank(), group.size())) {
     m_.set_compute(plan_.device, plan_.dtype);
     rep_.recipe = recipe_to_json(r_);
     rep_.model = job.model_dir.string();
     rep_.output = normalize_output_path(job.out_dir).string();
     rep_.blocks_total = m_.num_blocks();
-    rep_.extra["memory_estimate"] = memory_estimate(m_, r_, plan_);
+    Recipe this_rank = r_;  // a rank holds the activations of its share of the windows only
+    this_rank.nsamples = windows();
+    rep_.extra["memory_estimate"] = memory_estimate(m_, this_rank, plan_);
     log_memory_estimate(rep_.extra["memory_estimate"], plan_.device);
   }
 
@@ -128,6 +136,8 @@ class PruneRun {
     return step_;
   }
   const c10::Device& device() const { return plan_.device; }
+  /// The number of calibration windows this rank holds (all of them in a run of one process).
+  int64_t windows() const { return share_.second - share_.first; }
   int64_t next_block() const { return next_block_; }
 
   // Block 0's inputs: the embedded calibration windows.
@@ -142,11 +152,16 @@ class PruneRun {
                                  {"seed", r_.seed},
                                  {"fingerprint", key.at("calibration").value("file", json())}};
     spdlog::info("calibration: {} windows of {} tokens from {}", r_.nsamples, r_.seqlen, source.string());
+    if (group_.size() > 1)
+      spdlog::info("{} ranks hold {} to {} windows each", group_.size(), r_.nsamples / group_.size(),
+                   (r_.nsamples + group_.size() - 1) / group_.size());
     set_step("embedding the calibration windows");
-    inputs_ = at::empty({r_.nsamples, r_.seqlen, m_.config().hidden_size}, host_options());
+    // Every rank draws all windows (the same draw whatever the world size) and embeds its share.
+    inputs_ = at::empty({windows(), r_.seqlen, m_.config().hidden_size}, host_options());
     m_.load_non_block();  // once, not a copy (to the GPU, or to the compute dtype) of the embeddings per batch
     for_each_batch([&](int64_t i, int64_t n) {
-      inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, i, i + n).to(plan_.device)));
+      const int64_t w = share_.first + i;
+      inputs_.slice(0, i, i + n).copy_(m_.embed(ids.slice(0, w, w + n).to(plan_.device)));
     });
     m_.unload_non_block();
     rep_.phase_seconds["calibration"] += seconds_since(t0);
@@ -175,6 +190,9 @@ class PruneRun {
         xb.copy_(m_.block_forward(b, to_device(xb), &observer), /*non_blocking=*/xb.is_pinned());
       });
       synchronize(plan_.device);
+      for (const auto& linear : m_.linear_names())  // over every rank's windows, the same sums on all
+        group_.all_reduce_sum(sum_sq.at(linear), fmt::format("measuring the outliers of dense block {}/{}", b + 1,
+                                                             rep_.blocks_total));
       std::vector<at::Tensor> scores;
       for (const auto& linear : m_.linear_names())
         scores.push_back(prune::wanda_score(m_.tensor(m_.weight_name(b, linear)).to(plan_.device),
@@ -251,9 +269,10 @@ class PruneRun {
       else
         apportion_profile();
     }
-    for (int64_t b = 0; b < next_block_; ++b)
-      for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
-    inputs_ = dir.load_inputs(s);
+    if (group_.rank() == 0)  // the others never read finished blocks (see prune_next_block)
+      for (int64_t b = 0; b < next_block_; ++b)
+        for (const auto& [name, w] : dir.load_block(b)) m_.set_tensor(name, w);
+    inputs_ = dir.load_inputs(s, share_.first, share_.second);
     if (plan_.device.is_cuda() && inputs_.defined() && inputs_.numel() > 0) inputs_ = inputs_.pin_memory();
     rep_.blocks_done = next_block_;
     if (next_block_ < rep_.blocks_total)
@@ -283,6 +302,8 @@ class PruneRun {
     s.phase_seconds = rep_.phase_seconds;
     s.calibration = rep_.extra["calibration"];
     s.sparsity_profile = rep_.extra.value("sparsity_profile", json());
+    if (group_.size() > 1)
+      for (int r = 0; r < group_.size(); ++r) s.input_shards.push_back(dist::share_of(r_.nsamples, r, group_.size()));
     return s;
   }
 
@@ -292,11 +313,20 @@ class PruneRun {
     m_.load_block(b);
     BlockStats stats(plan_.stats_device, plan_.stats_dtype);
     if (plan_.needs_calibration) collect_statistics(b, stats);
+    const auto linears = m_.linear_names();
+    std::vector<LayerJob> jobs = plan_.block(b);
+    const SolveCosts costs = solve_costs(jobs, linears, stats);
+    // Each linear (with those sharing its input) is solved by one rank, the owners chosen by cost.
+    std::vector<int> owner(jobs.size(), 0);
+    if (group_.size() > 1) {
+      const auto per_rank = split_among_streams(costs.cost, costs.group, group_.size());
+      for (size_t r = 0; r < per_rank.size(); ++r)
+        for (size_t li : per_rank[r]) owner[li] = static_cast<int>(r);
+      if (plan_.needs_calibration) reduce_statistics(b, jobs, linears, owner, stats);
+    }
 
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<std::string, at::Tensor>> pruned;
-    const auto linears = m_.linear_names();
-    std::vector<LayerJob> jobs = plan_.block(b);
     if (!block_sparsity_.empty())  // a sparsity profile's share of the model's zeros, where no override set another
       for (LayerJob& j : jobs)
         if (!j.skip && j.follows_profile) {
@@ -307,7 +337,7 @@ class PruneRun {
         }
     // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
     // keep block order. After a failure the other lists start no further linear.
-    const auto lists = solve_lists(jobs, linears, stats);
+    const auto lists = solve_lists(costs, owner);
     std::vector<report::LayerReport> reports(jobs.size());
     std::atomic<bool> failed{false};
     run_on_streams(plan_.device, static_cast<int>(lists.size()), [&](int l) {
@@ -321,18 +351,23 @@ class PruneRun {
         }
       }
     });
-    for (size_t li = 0; li < jobs.size(); ++li) {
-      if (!reports[li].skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
-      rep_.layers.push_back(std::move(reports[li]));
-    }
     stats.clear();
     checked_grams_.clear();
     synchronize(plan_.device);
     rep_.phase_seconds["solve"] += seconds_since(t0);
+    if (group_.size() > 1) share_solutions(b, jobs, linears, owner, reports);
+    for (size_t li = 0; li < jobs.size(); ++li) {
+      if (!reports[li].skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
+      rep_.layers.push_back(std::move(reports[li]));
+    }
 
     if (plan_.needs_calibration) run_pruned_block(b);
     m_.unload_block(b);
     rep_.blocks_done = ++next_block_;
+    // Ranks other than 0 never read a finished block's weights again (rank 0 writes the checkpoint): they go back to
+    // the mapped checkpoint's pages, and a rank holds one block's weights, not the pruned model.
+    if (group_.rank() != 0)
+      for (const auto& [name, w] : pruned) m_.release_tensor(name);
     return pruned;
   }
 
@@ -422,27 +457,90 @@ class PruneRun {
   }
   at::Tensor to_device(const at::Tensor& host) const { return host.to(plan_.device, /*non_blocking=*/true); }
 
+  // f(i, n) for the batches of this rank's windows (i counts from its first).
   template <typename F>
   void for_each_batch(F&& f) {
-    for (int64_t i = 0; i < r_.nsamples; i += r_.batch_size) f(i, std::min(r_.batch_size, r_.nsamples - i));
+    for (int64_t i = 0; i < windows(); i += r_.batch_size) f(i, std::min(r_.batch_size, windows() - i));
   }
 
-  // The block's linears split among plan_.solve_streams concurrent lists (pipeline/solve_streams.h): linears that
-  // read one input share their statistics object, and with it the factorizations made from it.
-  std::vector<std::vector<size_t>> solve_lists(const std::vector<LayerJob>& jobs,
-                                               const std::vector<std::string>& linears, const BlockStats& stats) const {
-    std::vector<double> cost(jobs.size(), 0.0);
-    std::vector<int> group(jobs.size());
+  // A block's linears, each with its solve's cost and its group: linears that read one input share their statistics
+  // object, and with it the factorizations made from it, so they are solved together.
+  struct SolveCosts {
+    std::vector<double> cost;
+    std::vector<int> group;
+  };
+  SolveCosts solve_costs(const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
+                         const BlockStats& stats) const {
+    SolveCosts c{std::vector<double>(jobs.size(), 0.0), std::vector<int>(jobs.size())};
     std::map<const LayerStats*, int> group_of;
     for (size_t li = 0; li < jobs.size(); ++li) {
-      group[li] = static_cast<int>(li);
+      c.group[li] = static_cast<int>(li);
       if (jobs[li].skip) continue;
       const at::Tensor W = m_.tensor(jobs[li].weight);
-      cost[li] = static_cast<double>(W.size(1)) * static_cast<double>(W.size(1)) * static_cast<double>(W.size(0));
+      c.cost[li] = static_cast<double>(W.size(1)) * static_cast<double>(W.size(1)) * static_cast<double>(W.size(0));
       if (plan_.needs_calibration)
-        group[li] = group_of.emplace(&stats.at(linears[li]), static_cast<int>(li)).first->second;
+        c.group[li] = group_of.emplace(&stats.at(linears[li]), static_cast<int>(li)).first->second;
     }
-    return split_among_streams(cost, group, static_cast<int>(plan_.solve_streams));
+    return c;
+  }
+
+  // This rank's linears split among plan_.solve_streams concurrent lists (pipeline/solve_streams.h).
+  std::vector<std::vector<size_t>> solve_lists(const SolveCosts& c, const std::vector<int>& owner) const {
+    std::vector<size_t> mine;
+    for (size_t li = 0; li < owner.size(); ++li)
+      if (owner[li] == group_.rank()) mine.push_back(li);
+    std::vector<double> cost;
+    std::vector<int> group;
+    for (size_t li : mine) {
+      cost.push_back(c.cost[li]);
+      group.push_back(c.group[li]);
+    }
+    if (mine.empty()) return {};
+    auto lists = split_among_streams(cost, group, static_cast<int>(plan_.solve_streams));
+    for (auto& l : lists)
+      for (size_t& i : l) i = mine[i];
+    return lists;
+  }
+
+  // Every rank's statistics of the block's windows summed into the owner of each group of linears, in block order.
+  void reduce_statistics(int64_t b, const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
+                         const std::vector<int>& owner, BlockStats& stats) {
+    const auto t0 = std::chrono::steady_clock::now();
+    set_step(fmt::format("reducing the statistics of block {}/{}", b + 1, rep_.blocks_total));
+    std::set<const LayerStats*> done;
+    for (size_t li = 0; li < jobs.size(); ++li) {
+      if (jobs[li].skip) continue;
+      LayerStats& s = stats.at(linears[li]);
+      if (done.insert(&s).second) s.reduce_to(group_, owner[li], step());
+    }
+    synchronize(plan_.device);
+    rep_.phase_seconds["reduce_statistics"] += seconds_since(t0);
+  }
+
+  // The owners' pruned weights to every rank (the next block's inputs need them all), and their reports.
+  void share_solutions(int64_t b, const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
+                       const std::vector<int>& owner, std::vector<report::LayerReport>& reports) {
+    const auto t0 = std::chrono::steady_clock::now();
+    set_step(fmt::format("sharing the pruned weights of block {}/{}", b + 1, rep_.blocks_total));
+    for (size_t li = 0; li < jobs.size(); ++li) {
+      if (jobs[li].skip) continue;
+      const at::Tensor held = m_.tensor(jobs[li].weight);
+      at::Tensor w = owner[li] == group_.rank() ? held.contiguous() : at::empty_like(held);
+      group_.broadcast(w, owner[li], step());
+      if (owner[li] != group_.rank()) m_.set_tensor(jobs[li].weight, w);
+    }
+    json mine = json::object();
+    for (size_t li = 0; li < jobs.size(); ++li)
+      if (owner[li] == group_.rank()) mine[std::to_string(li)] = report::to_json(reports[li]);
+    for (const auto& theirs : group_.all_gather(mine.dump(), step())) {
+      const json owned = json::parse(theirs);
+      for (const auto& [key, lr] : owned.items()) {
+        const auto li = static_cast<size_t>(std::stoll(key));
+        reports[li] = report::layer_from_json(lr);
+        if (owner[li] != group_.rank()) log_layer(linears[li], reports[li]);  // rank 0's log lists every linear
+      }
+    }
+    rep_.phase_seconds["broadcast_weights"] += seconds_since(t0);
   }
 
   void set_step(std::string what) {
@@ -476,7 +574,7 @@ class PruneRun {
     lr.shape = W0.sizes().vec();
     if (lj.skip) {
       lr.skipped = true;
-      spdlog::info("block {}/{} {}: skipped (left dense)", b + 1, rep_.blocks_total, linear);
+      log_layer(linear, lr);
       return lr;
     }
     const LayerStats* s = plan_.needs_calibration ? &stats.at(linear) : nullptr;
@@ -514,11 +612,19 @@ class PruneRun {
     lr.method = lj.method;
     lr.pattern = pattern.str();
     lr.refine = prune::refine_name(lj.refine);
-    spdlog::info("block {}/{} {}: {} {} sparsity {:.3f}{}{} ({:.2f}s{})", b + 1, rep_.blocks_total, linear, lr.method,
-                 lr.pattern, lr.sparsity, lr.rel_error ? fmt::format(" err {:.4e}", *lr.rel_error) : "",
+    log_layer(linear, lr);
+    return lr;
+  }
+
+  void log_layer(const std::string& linear, const report::LayerReport& lr) const {
+    if (lr.skipped) {
+      spdlog::info("block {}/{} {}: skipped (left dense)", lr.block + 1, rep_.blocks_total, linear);
+      return;
+    }
+    spdlog::info("block {}/{} {}: {} {} sparsity {:.3f}{}{} ({:.2f}s{})", lr.block + 1, rep_.blocks_total, linear,
+                 lr.method, lr.pattern, lr.sparsity, lr.rel_error ? fmt::format(" err {:.4e}", *lr.rel_error) : "",
                  lr.rel_error_refined ? fmt::format(" -> {:.4e} after {}", *lr.rel_error_refined, lr.refine) : "",
                  lr.seconds, lr.stats.empty() ? "" : ", " + prune::stats_text(lr.stats));
-    return lr;
   }
 
   const PruneJob& job_;
@@ -527,6 +633,8 @@ class PruneRun {
   const tokenizer::Tokenizer& tok_;
   const RunPlan& plan_;
   StateWriter& writer_;
+  dist::Group& group_;
+  std::pair<int64_t, int64_t> share_;  // the windows [first, second) this rank holds
   std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
   report::RunReport rep_;
   json key_;
@@ -540,14 +648,22 @@ class PruneRun {
   int64_t next_block_ = 0;
 };
 
+// A rank of a distributed run computes on its own GPU: --device auto or cuda means cuda:LOCAL_RANK there.
+std::string rank_device(const std::string& device, const dist::Launch& launch) {
+  if (!launch.launched()) return device;
+  if (device == "cuda" || (device == "auto" && resolve_device("auto").is_cuda()))
+    return "cuda:" + std::to_string(launch.local_rank);
+  return device;
+}
+
 // Where the calibration text is, when the run reads one; empty otherwise.
 fs::path calibration_source(const PruneJob& job, const RunPlan& plan) {
   return plan.needs_calibration ? resolve_calibration_source(job.recipe.calib, job.data_dir) : fs::path();
 }
 
 // Resuming trusts the saved state only for the same recipe, model files and calibration text.
-ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const StateDir& dir) {
-  ResumeState s = dir.load();
+ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const StateDir& dir, bool tidy) {
+  ResumeState s = dir.load(tidy);
   fs::path calibration;
   try {
     calibration = calibration_source(job, plan);
@@ -617,51 +733,125 @@ void say_on_interrupt(int64_t blocks_saved, int64_t blocks_total) {
                         "command with --resume evaluates and writes it", blocks_saved, blocks_total));
 }
 
-}  // namespace
 
-report::RunReport run_prune(const PruneJob& given) {
-  auto m = model::CausalLM::load(given.model_dir);
-  const auto tok = tokenizer::load_tokenizer(given.model_dir);
-  const auto plan = validate_with(given, m, *tok);
-  PruneJob job = given;
-  job.recipe = resolved_recipe(given.recipe, *plan);
-  if (given.recipe.seqlen == 0 && plan->needs_calibration && plan->seqlen < model::ModelConfig::kProtocolWindow)
+// f() on every rank; when it failed on some rank, every rank stops: the failed ones with their own error, the others
+// with one naming the first that failed.
+template <typename F>
+auto on_every_rank(dist::Group& group, const std::string& what, F&& f) -> decltype(f()) {
+  std::string failed;
+  std::exception_ptr error;
+  using R = decltype(f());
+  std::optional<std::conditional_t<std::is_void_v<R>, bool, R>> result;
+  try {
+    if constexpr (std::is_void_v<R>) {
+      f();
+      result = true;
+    } else {
+      result.emplace(f());
+    }
+  } catch (const std::exception& e) {
+    failed = e.what();
+    error = std::current_exception();
+  }
+  if (group.size() > 1) group.agree(failed, what);
+  if (error) std::rethrow_exception(error);
+  if constexpr (!std::is_void_v<R>) return std::move(*result);
+}
+
+report::RunReport run_prune_on(const PruneJob& job, const dist::Launch& launch, dist::Group& group) {
+  const bool first = group.rank() == 0;  // rank 0 alone writes the checkpoint, the report and the state's files
+  auto m = model::CausalLM::load(job.model_dir);
+  const auto tok = tokenizer::load_tokenizer(job.model_dir);
+  std::unique_ptr<RunPlan> plan;
+  on_every_rank(group, "checking the job", [&] {
+    plan = validate_with(job, m, *tok, first);
+    ALPS_USAGE_CHECK(!plan->needs_calibration || job.recipe.nsamples >= group.size(), "--nsamples ",
+                     job.recipe.nsamples, " calibration windows cannot be shared among ", group.size(),
+                     " ranks (WORLD_SIZE): give at least one window per rank");
+  });
+  PruneJob resolved = job;
+  resolved.recipe = resolved_recipe(job.recipe, *plan);
+  if (job.recipe.seqlen == 0 && plan->needs_calibration && plan->seqlen < model::ModelConfig::kProtocolWindow)
     spdlog::info("calibration windows of {} tokens, the model's {} positions (--seqlen sets another length)",
                  plan->seqlen, m.config().max_positions);
-  OutputDir out(output_request(job));
-  if (!job.dump_problems.empty()) fs::create_directories(job.dump_problems);
-  StateDir state(out.state_dir());
+  std::unique_ptr<OutputDir> out;
+  bool resume = false;
+  on_every_rank(group, "opening the output directory", [&] {
+    if (first) {
+      out = std::make_unique<OutputDir>(output_request(resolved));
+      resume = out->resume();
+      if (!resolved.dump_problems.empty()) fs::create_directories(resolved.dump_problems);
+    }
+  });
+  // Rank 0's decision; the others write their shards of the state into the directory it made.
+  resume = group.all_gather(resume ? "resume" : "fresh", "opening the output directory").front() == "resume";
+  const fs::path out_path = normalize_output_path(resolved.out_dir);
+  on_every_rank(group, "finding the output directory", [&] {
+    ALPS_CHECK(fs::is_directory(out_path), "the output directory ", out_path.string(), " that rank 0 made is not "
+               "there on rank ", group.rank(), "'s host: a distributed run needs --out on a file system every rank "
+               "sees");
+  });
+  StateDir state(out_path / kStateDir);
+  if (group.size() > 1) {
+    StateSharing sharing;
+    sharing.rank = group.rank();
+    sharing.shard = static_cast<size_t>(group.rank());
+    auto key = [](int64_t next_block, int r) { return fmt::format("inputs/{}/{}", next_block, r); };
+    sharing.shard_written = [&group, key](int64_t next_block) { group.publish(key(next_block, group.rank())); };
+    sharing.await_shards = [&group, key](int64_t next_block) {
+      std::vector<std::string> keys;
+      for (int r = 1; r < group.size(); ++r) keys.push_back(key(next_block, r));
+      group.wait_for(keys, fmt::format("waiting for the ranks' shards of the inputs of block {}", next_block + 1));
+    };
+    state.share(std::move(sharing));
+  }
   StateWriter writer(state);  // outlives the run: a save in flight finishes before the run's error propagates
-  PruneRun run(job, m, *tok, *plan, writer);
+  PruneRun run(resolved, m, *tok, *plan, writer, group);
   report::RunReport& rep = run.report();
+  if (launch.launched())
+    rep.extra["distributed"] = {{"world_size", group.size()},
+                                {"backend", group.backend()},
+                                {"launcher", launch.launcher},
+                                {"ranks", group.all_gather(fmt::format("{} {}", dist::host_name(), run.device().str()),
+                                                           "listing the ranks' devices")}};
   reset_device_peak(run.device());
-  say_on_interrupt(0, rep.blocks_total);
-  state.on_saved([total = rep.blocks_total](int64_t next_block) { say_on_interrupt(next_block, total); });
+  if (first) {
+    say_on_interrupt(0, rep.blocks_total);
+    state.on_saved([total = rep.blocks_total](int64_t next_block) { say_on_interrupt(next_block, total); });
+  }
   try {
-    if (job.eval_dense) run.evaluate_dense();  // before a resumed run puts its pruned blocks in
-    if (out.resume()) {
-      run.restore(state, load_resume_state(job, *plan, state));
-      say_on_interrupt(run.next_block(), rep.blocks_total);  // what the resumed run restored
+    if (resolved.eval_dense && first) run.evaluate_dense();  // before a resumed run puts its pruned blocks in
+    if (resume) {
+      run.restore(state, on_every_rank(group, "reading the resume state",
+                                       [&] { return load_resume_state(resolved, *plan, state, first); }));
+      if (first) say_on_interrupt(run.next_block(), rep.blocks_total);  // what the resumed run restored
     } else {
-      const fs::path source = calibration_source(job, *plan);
-      const json key = resume_key(job.recipe, job.model_dir, source);
+      const fs::path source = calibration_source(resolved, *plan);
+      const json key = resume_key(resolved.recipe, resolved.model_dir, source);
       if (plan->needs_calibration)
         run.capture_inputs(source, key);
       else
         run.without_inputs(key);
       if (plan->owl) run.allocate_owl();
-      out.begin_fresh_state();
+      // The fresh state directory exists before any rank writes its shard into it.
+      on_every_rank(group, "starting the resume state", [&] {
+        if (first) out->begin_fresh_state();
+      });
       run.save_state({});  // once written, --resume can continue even before block 1 ends
     }
 
     Progress progress("block", rep.blocks_total, 0, run.next_block());
     for (int64_t done = 0; run.next_block() < rep.blocks_total; ++done) {
-      if (job.stop_after >= 0 && done >= job.stop_after) break;
+      if (resolved.stop_after >= 0 && done >= resolved.stop_after) break;
       run.save_state(run.prune_next_block());
       progress.step(run.next_block(), fmt::format("({} linears)", m.linear_names().size()));
     }
     run.finish_saving();
     rep.extra["state_writes_seconds"] = writer.seconds_writing();  // on the writer's thread, beside the blocks
+    if (group.size() > 1)
+      rep.extra["distributed"]["bytes_per_block"] = {
+          {"reduce", group.bytes_reduced() / std::max<int64_t>(1, rep.blocks_done)},
+          {"broadcast", group.bytes_broadcast() / std::max<int64_t>(1, rep.blocks_done)}};
     record_peak_memory(rep.extra, run.device());
     if (rep.blocks_done < rep.blocks_total) {
       set_interrupt_notice("");
@@ -669,6 +859,7 @@ report::RunReport run_prune(const PruneJob& given) {
                    rep.blocks_total);
       return rep;
     }
+    if (!first) return rep;  // the evaluation and the checkpoint are rank 0's
     try {
       run.evaluate();
     } catch (const Error& e) {
@@ -677,11 +868,29 @@ report::RunReport run_prune(const PruneJob& given) {
     }
   } catch (const c10::Error& e) {
     if (!is_device_out_of_memory(e)) throw;
-    fail_out_of_memory(e, job, *plan, run.step(), rep.blocks_done);
+    fail_out_of_memory(e, resolved, *plan, run.step(), rep.blocks_done);
   }
-  write_output(out, m, rep);
+  write_output(*out, m, rep);
   set_interrupt_notice("");
   return rep;
+}
+
+}  // namespace
+
+report::RunReport run_prune(const PruneJob& given) {
+  const dist::Launch launch = dist::launch_from_environment(dist::process_environment());
+  dist::log_as_rank(launch);
+  PruneJob job = given;
+  job.recipe.device = rank_device(given.recipe.device, launch);
+  // The ranks meet before anything else, so that an error on one (a bad flag, a busy output) stops all of them.
+  const std::unique_ptr<dist::Group> group =
+      launch.launched() ? dist::join(launch, resolve_device(job.recipe.device), given.dist) : dist::single_process();
+  try {
+    return run_prune_on(job, launch, *group);
+  } catch (const std::exception& e) {
+    group->announce_failure(e.what());
+    throw;
+  }
 }
 
 }  // namespace alps::pipeline

@@ -99,6 +99,9 @@ class CausalLM {
   at::Tensor tensor(const std::string& name) const;
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
   void set_tensor(const std::string& name, const at::Tensor& value);
+  /// Drops what set_tensor put there: `name` reads the checkpoint's own tensor again (its mapped file's pages), and
+  /// the memory of the replacement goes back. Not for a resident tensor (a block loaded on the device).
+  void release_tensor(const std::string& name);
   /// "NAME in FILE" for the first tensor (checkpoint order) holding NaN or Inf, empty when every one is finite. A
   /// scan of all weights: for explaining a non-finite result, not for every forward pass.
   std::string first_non_finite_tensor() const;

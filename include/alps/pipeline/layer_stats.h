@@ -11,6 +11,10 @@
 
 #include "alps/prune/shared_factors.h"
 
+namespace alps::dist {
+class Group;
+}
+
 namespace alps::pipeline {
 
 class LayerStats {
@@ -27,6 +31,9 @@ class LayerStats {
   /// it is the token-weighted mean of the variances within the sequences.
   at::Tensor sequence_mean_sq() const;
   int64_t tokens() const { return T_; }
+  /// Sums every rank's statistics (of its share of the windows) into `owner`'s: G, the sums and T, each reduced in
+  /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them.
+  void reduce_to(dist::Group& group, int owner, const std::string& what);
   /// What the solves of the linears reading this input share (their G is this one).
   const std::shared_ptr<prune::SharedFactors>& shared_factors() const { return shared_; }
 
@@ -49,6 +56,7 @@ class BlockStats {
   /// Ends one forward call (input sharing is detected within a call).
   void end_forward();
   const LayerStats& at(const std::string& linear) const;
+  LayerStats& at(const std::string& linear);
   /// Frees the accumulators once the block is pruned.
   void clear();
   /// Bytes held by the accumulators.

@@ -27,6 +27,20 @@ struct ResumeState {
   /// Whether the state holds the inputs of block next_block: not after the last block, whose outputs nothing reads
   /// (the evaluation runs the whole model on its own windows).
   bool has_inputs = true;
+  /// The window ranges [begin, end) of those inputs, one file each: a distributed run's ranks write one range each
+  /// (docs/distributed.md). Empty: one file holds every window (a run of one process, and states before format 4).
+  std::vector<std::pair<int64_t, int64_t>> input_shards;
+};
+
+/// How the ranks of a distributed run share one resume state: each writes the shard of inputs it holds, rank 0
+/// the rest (the pruned weights, state.json) once every rank's shard is on disk. A run of one process needs none.
+struct StateSharing {
+  int rank = 0;
+  size_t shard = 0;  ///< this rank's entry of ResumeState::input_shards
+  /// Called once this rank's shard of the inputs of `next_block` is on disk (ranks other than 0).
+  std::function<void(int64_t next_block)> shard_written;
+  /// Rank 0: returns once every other rank's shard of the inputs of `next_block` is on disk.
+  std::function<void(int64_t next_block)> await_shards;
 };
 
 class StateDir {
@@ -36,24 +50,33 @@ class StateDir {
   /// Called with next_block as soon as a state.json naming it is in place (what a run interrupted from then on
   /// resumes from).
   void on_saved(std::function<void(int64_t next_block)> f) { on_saved_ = std::move(f); }
+  /// For a distributed run (before the first save).
+  void share(StateSharing sharing) { sharing_ = std::move(sharing); }
   /// Saves the state reached before block `s.next_block`: that block's predecessor's pruned weights (none when
-  /// next_block is 0), the inputs of block next_block (none when `next_inputs` is undefined: after the last block),
-  /// then state.json; then removes what it superseded.
+  /// next_block is 0), the inputs of block next_block (none when `next_inputs` is undefined: after the last block;
+  /// with sharing, this rank's shard of them), then state.json; then removes what it superseded. With sharing,
+  /// ranks other than 0 write their shard only.
   void save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
             const at::Tensor& next_inputs);
   /// Reads state.json and checks that every file it names is there; errors say what is damaged and what to do.
-  ResumeState load() const;
+  /// `tidy`: also removes what a run that died while saving left (one rank of a distributed run does it).
+  ResumeState load(bool tidy = true) const;
   /// Pruned weights of block `b`, as saved.
   std::vector<std::pair<std::string, at::Tensor>> load_block(int64_t b) const;
-  /// The inputs of block `s.next_block`, on the host (undefined when the state holds none).
-  at::Tensor load_inputs(const ResumeState& s) const;
+  /// Windows [begin, end) of the inputs of block `s.next_block`, on the host, from whichever shards hold them
+  /// (undefined when the state holds none); end -1: all.
+  at::Tensor load_inputs(const ResumeState& s, int64_t begin = 0, int64_t end = -1) const;
 
  private:
   std::filesystem::path block_file(int64_t b) const;
-  std::filesystem::path inputs_file(int64_t b) const;
-  void remove_unreferenced(int64_t next_block) const;
+  std::filesystem::path inputs_file(int64_t b, const std::vector<std::pair<int64_t, int64_t>>& shards,
+                                    size_t shard) const;
+  /// Removes what the state at `next_block` does not name; inputs of later blocks only when `later` (a rank of a
+  /// distributed run may be writing them already).
+  void remove_unreferenced(const ResumeState& s, bool later) const;
   std::filesystem::path dir_;
   std::function<void(int64_t)> on_saved_;
+  StateSharing sharing_;
 };
 
 /// What must be the same for a continuation to equal an uninterrupted run: the recipe's knobs that change the result

@@ -1,0 +1,215 @@
+// The Group of several processes on c10d: a TCPStore at rank 0's host for the rendezvous and the markers, Gloo's
+// process group between CPU processes, NCCL's between GPUs (the CUDA build).
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#ifdef ALPS_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "alps/core/error.h"
+#include "alps/dist/group.h"
+
+namespace alps::dist {
+
+namespace {
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+bool is_loopback(const std::string& addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0; }
+
+// The c10d process group, whatever its version's class hierarchy (ProcessGroup in libtorch 1.13, Backend in 2.x).
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
+
+class C10dGroup final : public Group {
+ public:
+  C10dGroup(const Launch& l, const c10::Device& device, std::string backend, std::chrono::seconds timeout)
+      : rank_(l.rank), size_(l.world_size), backend_(std::move(backend)), timeout_(timeout),
+        comm_device_(backend_ == "nccl" ? device : c10::Device(c10::kCPU)),
+        master_(l.master_addr + ":" + std::to_string(l.master_port)) {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(l.master_port);
+    o.isServer = l.rank == 0 && !l.agent_store;
+    o.numWorkers = static_cast<size_t>(l.world_size);
+    o.waitWorkers = true;
+    o.timeout = timeout;
+    // The rendezvous: every rank marks itself in the store and waits for the others' marks.
+    try {
+      // Under a prefix of this start's own: a store torchrun's agent serves outlives restarts of the workers.
+      store_ = c10::make_intrusive<c10d::PrefixStore>("alps/" + std::to_string(l.restart),
+                                                      c10::make_intrusive<c10d::TCPStore>(l.master_addr, o));
+      store_->set("rank/" + std::to_string(rank_), std::vector<uint8_t>{1});
+      std::vector<std::string> ranks;
+      for (int r = 0; r < size_; ++r) ranks.push_back("rank/" + std::to_string(r));
+      store_->wait(ranks, timeout_);
+    } catch (const std::exception& e) {
+      ALPS_FAIL("rank ", rank_, " of ", size_, ": the ranks did not all meet at ", master_, " (MASTER_ADDR:",
+                "MASTER_PORT) within ", timeout_.count(), " s (--dist-timeout): ", first_line(e.what()),
+                l.rank == 0 ? "; is the port free, and were all ranks started?" : "; is rank 0 running there?");
+    }
+    try {
+      if (backend_ == "gloo") {
+        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+        const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+        if (ifname != nullptr && *ifname != '\0')
+          opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+        else if (is_loopback(l.master_addr))  // every rank on this host: the loopback interface
+          opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        else
+          opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+        group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+            c10::make_intrusive<c10d::PrefixStore>("group", store_), rank_, size_, opts);
+      } else {
+#ifdef ALPS_HAVE_NCCL
+        auto opts = c10d::ProcessGroupNCCL::Options::create();
+        opts->timeout = timeout;
+        group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("group", store_),
+                                                             rank_, size_, opts);
+#else
+        ALPS_FAIL("this alps was built without NCCL");
+#endif
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      ALPS_FAIL("rank ", rank_, " of ", size_, ": opening the ", backend_, " process group through ", master_,
+                " failed: ", first_line(e.what()));
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return backend_; }
+
+  void reduce_sum(at::Tensor& t, int owner, const std::string& what) override {
+    at::Tensor c = t.to(comm_device_).contiguous();
+    std::vector<at::Tensor> v{c};
+    c10d::ReduceOptions o;
+    o.rootRank = owner;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    run([&] { return group_->reduce(v, o); }, what);
+    if (rank_ == owner && !c.is_same(t)) t.copy_(c);
+    bytes_reduced_ += static_cast<int64_t>(c.nbytes());
+  }
+
+  void broadcast(at::Tensor& t, int root, const std::string& what) override {
+    at::Tensor c = t.to(comm_device_).contiguous();
+    // As bytes: the same bits whatever the dtype (bf16 included), for every backend.
+    std::vector<at::Tensor> v{at::from_blob(c.data_ptr(), {static_cast<int64_t>(c.nbytes())},
+                                            at::TensorOptions().dtype(at::kByte).device(c.device()))};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    run([&] { return group_->broadcast(v, o); }, what);
+    if (rank_ != root && !c.is_same(t)) t.copy_(c);
+    bytes_broadcast_ += static_cast<int64_t>(c.nbytes());
+  }
+
+  void publish(const std::string& key) override {
+    try {
+      store_->set(key, std::vector<uint8_t>{1});
+    } catch (const std::exception& e) {
+      fail("marking " + key + " in the store", e);
+    }
+  }
+
+  void wait_for(const std::vector<std::string>& keys, const std::string& what) override {
+    try {
+      store_->wait(keys, timeout_);
+    } catch (const std::exception& e) {
+      fail(what, e);
+    }
+  }
+
+  void announce_failure(const std::string& why) override {
+    try {
+      if (store_->check({"failed"})) return;  // the first rank's reason is the one to give
+      const std::string text = "rank " + std::to_string(rank_) + ": " + why;
+      store_->set("failed", std::vector<uint8_t>(text.begin(), text.end()));
+    } catch (const std::exception&) {
+      // The store's host (rank 0) may be gone already: the others see the broken connection instead.
+    }
+  }
+
+ private:
+  template <typename Start>
+  void run(Start&& start, const std::string& what) {
+    try {
+      start()->wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_));
+    } catch (const std::exception& e) {
+      fail(what, e);
+    }
+  }
+
+  // Says what stopped this rank: another rank's announced failure if the store holds one, else what the backend saw.
+  [[noreturn]] void fail(const std::string& what, const std::exception& e) {
+    std::string why;
+    try {
+      if (store_->check({"failed"})) {
+        const auto v = store_->get("failed");
+        why = std::string(v.begin(), v.end());
+      }
+    } catch (const std::exception&) {
+      why = "rank 0 (the store's host, " + master_ + ") cannot be reached: it has stopped";
+    }
+    ALPS_FAIL("rank ", rank_, " of ", size_, " stopped while ", what, ": ",
+              why.empty() ? first_line(e.what()) + " (another rank stopped, or took longer than --dist-timeout " +
+                                std::to_string(timeout_.count()) + " s)"
+                          : why);
+  }
+
+  int rank_, size_;
+  std::string backend_;
+  std::chrono::seconds timeout_;
+  c10::Device comm_device_;
+  std::string master_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<CollectiveGroup> group_;
+};
+
+}  // namespace
+
+std::string resolve_backend(const std::string& backend, const c10::Device& device) {
+  ALPS_USAGE_CHECK(backend == "auto" || backend == "gloo" || backend == "nccl", "--dist-backend: unknown backend '",
+                   backend, "' (expected auto, gloo or nccl)");
+  if (backend == "auto") return device.is_cuda() ? "nccl" : "gloo";
+#ifndef ALPS_HAVE_NCCL
+  ALPS_USAGE_CHECK(backend != "nccl", "--dist-backend nccl: this alps was built without CUDA (scripts/setup.sh "
+                   "--cuda builds one with NCCL); use gloo");
+#endif
+  ALPS_USAGE_CHECK(backend != "nccl" || device.is_cuda(), "--dist-backend nccl moves tensors between GPUs, but the "
+                   "device is ", device.str(), ": use --device auto or cuda, or --dist-backend gloo");
+  return backend;
+}
+
+std::unique_ptr<Group> join(const Launch& launch, const c10::Device& device, const GroupOptions& options) {
+  const std::string backend = resolve_backend(options.backend, device);
+#if TORCH_VERSION_MAJOR < 2
+  // Measured: a libtorch 1.13 client waits forever on the store of torch 2.x's torchrun agent (its protocol changed).
+  ALPS_USAGE_CHECK(!launch.agent_store, "torchrun's agent serves the ranks' store (TORCHELASTIC_USE_AGENT_STORE=True), "
+                   "and torch 2.x's store does not speak with the libtorch 1.13 of this alps (the CPU build): start "
+                   "the processes with `alps prune --nproc N` on one host, with srun, or with a launcher that sets "
+                   "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT only; the CUDA build (libtorch 2.11) runs under "
+                   "torchrun");
+#endif
+  auto group = std::make_unique<C10dGroup>(launch, device, backend, options.timeout);
+  // NCCL cannot serve two ranks on one GPU: say so before any work rather than hang in the first collective.
+  const std::string here = host_name() + " " + device.str();
+  const auto all = group->all_gather(here, "comparing the ranks' devices");
+  if (backend == "nccl")
+    for (int a = 0; a < group->size(); ++a)
+      for (int b = a + 1; b < group->size(); ++b)
+        ALPS_USAGE_CHECK(all[static_cast<size_t>(a)] != all[static_cast<size_t>(b)], "ranks ", a, " and ", b,
+                         " both use ", all[static_cast<size_t>(a)], ": NCCL needs one GPU per rank (LOCAL_RANK ",
+                         "picks cuda:LOCAL_RANK; check CUDA_VISIBLE_DEVICES and --nproc-per-node)");
+  return group;
+}
+
+}  // namespace alps::dist

@@ -1,0 +1,179 @@
+// `alps prune` as a distributed run of several processes on this host (--nproc, and the launch variables set by
+// hand as torchrun sets them), Gloo between them: the same checkpoint as one process, resumable with another world
+// size, a killed worker stopping the run, and the refusal of every bad setup before any work.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "alps/dist/local_workers.h"
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path model_dir() { return test::committed_data_dir() / "models/stories260K-hf"; }
+
+constexpr int64_t kWindows = 8, kSeqlen = 128;
+
+std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra) {
+  std::vector<std::string> a = {
+      "prune",    "--model",    model_dir().string(),
+      "--out",    out.string(), "--calib",
+      (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string(),
+      "--nsamples", std::to_string(kWindows), "--seqlen", std::to_string(kSeqlen), "--device", "cpu", "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// The run's report; the run must succeed.
+json run(const fs::path& out, const std::vector<std::string>& extra, const test::CliContext& context = {}) {
+  const auto r = test::run_cli(prune_args(out, extra), context);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::object();
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(Distributed, MagnitudeAndWandaGiveTheOneProcessCheckpointForEveryWorldSize) {
+  for (const std::string method : {"magnitude", "wanda"}) {
+    SCOPED_TRACE(method);
+    test::TempDir dir;
+    const std::vector<std::string> args = {"--method", method, "--sparsity", "0.5"};
+    const json one = run(dir / "1", args);
+    EXPECT_FALSE(one.at("extra").contains("distributed"));
+    for (const std::string n : {"2", "3"}) {
+      const json rep = run(dir / n, with(args, {"--nproc", n}));
+      // Magnitude reads no statistics. Wanda keeps each row's largest |W_ij| ||X_j||: the ranks' partial sums of
+      // ||X_j||^2 round otherwise than one process's running sum (a relative 1e-7 here), which could only swap
+      // two scores of a row lying that close; none do in this model, so its masks, and its checkpoint, are equal.
+      EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / (n + "/model.safetensors")))
+          << "world size " << n;
+      const json& d = rep.at("extra").at("distributed");
+      EXPECT_EQ(d.at("world_size"), std::stoi(n));
+      EXPECT_EQ(d.at("backend"), "gloo");
+      EXPECT_EQ(d.at("launcher"), "torchrun");
+      EXPECT_EQ(d.at("ranks").size(), static_cast<size_t>(std::stoi(n)));
+      if (method == "wanda") {
+        EXPECT_GT(d.at("bytes_per_block").at("reduce"), 0);
+        EXPECT_GT(rep.at("phase_seconds").at("reduce_statistics"), 0);
+      }
+      EXPECT_EQ(rep.at("layers").size(), one.at("layers").size());  // every rank's linears in rank 0's report
+    }
+  }
+}
+
+TEST(Distributed, OwlMeasuresTheOutliersOverEveryRanksWindows) {
+  test::TempDir dir;
+  const std::vector<std::string> args = {"--method", "wanda", "--sparsity", "0.6", "--sparsity-profile", "owl"};
+  const json one = run(dir / "1", args);
+  const json two = run(dir / "2", with(args, {"--nproc", "2"}));
+  // The columns' sums of squares are summed over the ranks before the scores are counted: a block's outlier
+  // fraction could move only by a score within the sums' rounding (1e-7 relative) of M times the mean; none is.
+  EXPECT_EQ(two.at("extra").at("sparsity_profile"), one.at("extra").at("sparsity_profile"));
+  EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / "2/model.safetensors"));
+}
+
+// Mean over layers of |e - e_ref| / e_ref.
+double mean_relative_difference(const json& a, const json& ref) {
+  double sum = 0;
+  for (size_t i = 0; i < ref.at("layers").size(); ++i) {
+    const double e = a.at("layers")[i].at("rel_error"), r = ref.at("layers")[i].at("rel_error");
+    sum += std::abs(e - r) / r;
+  }
+  return sum / static_cast<double>(ref.at("layers").size());
+}
+
+TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
+  test::TempDir dir;
+  // SparseGPT is a deterministic function of G: its layer errors move by the rounding of G's summation order.
+  // Each G entry sums T = windows * seqlen products in fp32, within gamma_T of exact by either order.
+  const std::vector<std::string> sgpt = {"--method", "sparsegpt", "--sparsity", "0.5"};
+  const json one = run(dir / "sgpt-1", sgpt);
+  const json three = run(dir / "sgpt-3", with(sgpt, {"--nproc", "3"}));
+  for (size_t i = 0; i < one.at("layers").size(); ++i) {
+    const double e1 = one.at("layers")[i].at("rel_error"), e3 = three.at("layers")[i].at("rel_error");
+    EXPECT_NEAR(e3, e1, test::rounding_bound(kWindows * kSeqlen, e1)) << one.at("layers")[i].at("name");
+    EXPECT_EQ(three.at("layers")[i].at("sparsity"), one.at("layers")[i].at("sparsity"));
+  }
+  // ALPS's support comes out of a nonconvex ADMM path that rounding-level changes send to other local solutions
+  // (tests/prune/methods_test.cc). Its reference spread: one process with another batch size, which changes only
+  // the rounding of the forward passes and the statistics. Two and three ranks must land within three times it.
+  const std::vector<std::string> alps = {"--method", "alps", "--sparsity", "0.5"};
+  const json ref = run(dir / "alps-1", alps);
+  const double spread = mean_relative_difference(run(dir / "alps-b1", with(alps, {"--batch-size", "1"})), ref);
+  for (const std::string n : {"2", "3"}) {
+    const json rep = run(dir / ("alps-" + n), with(alps, {"--nproc", n}));
+    EXPECT_LE(mean_relative_difference(rep, ref), 3 * std::max(spread, 1e-4)) << "world size " << n;
+    for (size_t i = 0; i < ref.at("layers").size(); ++i)
+      EXPECT_EQ(rep.at("layers")[i].at("sparsity"), ref.at("layers")[i].at("sparsity"));
+  }
+}
+
+TEST(Distributed, ResumesWithAnotherWorldSize) {
+  test::TempDir dir;
+  const std::vector<std::string> args = {"--method", "wanda", "--sparsity", "0.6"};
+  run(dir / "whole", args);
+  // Two ranks stop after 2 blocks (each saved its shard of the inputs); three continue, reading windows from both.
+  run(dir / "a", with(args, {"--nproc", "2", "--stop-after", "2"}));
+  const json state = json::parse(test::slurp(dir / "a/.alps-state/state.json"));
+  EXPECT_EQ(state.at("input_shards"), json::parse("[[0, 4], [4, 8]]"));
+  run(dir / "a", with(args, {"--nproc", "3", "--resume"}));
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "a/model.safetensors"));
+  // Three ranks stop after 1 block; one process continues.
+  run(dir / "b", with(args, {"--nproc", "3", "--stop-after", "1"}));
+  run(dir / "b", with(args, {"--resume"}));
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "b/model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "b/.alps-state"));
+}
+
+TEST(Distributed, AKilledWorkerStopsEveryRankAndTheRunResumes) {
+  test::TempDir dir;
+  const std::vector<std::string> args = {"--method", "wanda", "--sparsity", "0.6", "--nproc", "2"};
+  run(dir / "whole", {"--method", "wanda", "--sparsity", "0.6"});
+  // Rank 1 dies (SIGKILL) as it saves its shard of block 3's inputs; rank 0 may be anywhere in block 3.
+  test::CliContext kill;
+  kill.env = {"ALPS_TEST_FAULT=crash:state-inputs-saved@3#1"};
+  const auto killed = test::run_cli(prune_args(dir / "out", args), kill);
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_NE(killed.err.find("(rank 1 of 2) was killed by signal 9"), std::string::npos) << killed.err;
+  EXPECT_FALSE(fs::exists(dir / "out/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "out/.alps-state/state.json"));
+  const auto resumed = test::run_cli(prune_args(dir / "out", with(args, {"--resume"})));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "out/model.safetensors"));
+}
+
+TEST(Distributed, RefusesBadSetupsBeforeAnyWorkNamingTheCause) {
+  test::TempDir dir;
+  auto refused = [&](const std::vector<std::string>& extra, const std::vector<std::string>& env) {
+    test::CliContext c;
+    c.env = env;
+    const auto r = test::run_cli(prune_args(dir / "out", with({"--method", "wanda", "--sparsity", "0.5"}, extra)), c);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_FALSE(fs::exists(dir / "out")) << "a refused run created its output";
+    return r.err;
+  };
+  EXPECT_NE(refused({"--nproc", "9"}, {}).find("--nsamples 8 calibration windows cannot be shared among 9 ranks"),
+            std::string::npos);
+  EXPECT_NE(refused({}, {"RANK=0"}).find("WORLD_SIZE is not set"), std::string::npos);
+  EXPECT_NE(refused({}, {"RANK=2", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500"})
+                .find("RANK=2 is not a rank of a world of 2"),
+            std::string::npos);
+  EXPECT_NE(refused({"--nproc", "2"}, {"RANK=0", "WORLD_SIZE=1"}).find("drop --nproc"), std::string::npos);
+  EXPECT_NE(refused({"--nproc", "2", "--dist-backend", "nccl"}, {}).find("--dist-backend nccl"), std::string::npos);
+  // A worker whose rank 0 never comes stops after --dist-timeout, naming where it waited.
+  const std::string port = std::to_string(dist::free_local_port());
+  EXPECT_NE(refused({"--dist-timeout", "2"}, {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port})
+                .find("did not all meet at 127.0.0.1:" + port),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace alps
