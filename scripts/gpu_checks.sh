@@ -35,6 +35,9 @@
 #            one product, CholeskySolver's construction and solve, potrf (90 s)
 #   profile7b (not in the default steps) prune7b's run with the debug log and one solve at a time (the debug log's
 #            waits would serialise concurrent solves anyway): where each phase's seconds go (120 s)
+#   dist1    (not in the default steps) prune7b's run again as a distributed run of one rank over NCCL (RANK=0,
+#            WORLD_SIZE=1: the rendezvous, the communicator, the reductions and broadcasts to oneself) beside the plain
+#            run, both timed here: the distributed code's overhead (target under 5%) and the same checkpoint (150 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
 #            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (200 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
@@ -228,6 +231,29 @@ full7b() {
   echo "full7b: $full7b blocks, alps prune $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s wall clock"
 }
 
+# The distributed code path at world size 1 over NCCL against the plain path, on prune7b's checkpoint: wall clock and
+# phases of each, and whether the checkpoints are the same bytes (one rank computes what one process does).
+dist1() {
+  make_checkpoint "$scratch/prune7b" "$blocks7b" "$ckpt7b" || return 1
+  local who start end
+  for who in plain nccl1 plain nccl1; do  # A B A B: the pair's ratio, twice
+    start=$(date +%s.%N)
+    if [ "$who" = plain ]; then
+      prune_with "$alps" "$scratch/prune7b" "$scratch/dist-$who" --overwrite > "$logs/dist1-$who.json" || return 1
+    else
+      RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+        prune_with "$alps" "$scratch/prune7b" "$scratch/dist-$who" --overwrite > "$logs/dist1-$who.json" || return 1
+    fi
+    end=$(date +%s.%N)
+    echo "dist1: $who $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }') s wall clock"
+  done
+  if cmp "$scratch/dist-plain/model.safetensors" "$scratch/dist-nccl1/model.safetensors"; then
+    echo "dist1: identical checkpoints"
+  else
+    echo "dist1: DIFFERENT checkpoints"
+  fi
+}
+
 # The 7B-shaped run again with the debug log: the statistics pass split into forward and updates, each layer's
 # problem, checks, solve, error and download, ALPS's factorization / ADMM / PCG (each waits for the device, so the
 # phases are a little longer than without it).
@@ -259,7 +285,7 @@ export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen
   blocks7b compare_streams flags70b full7b streams70b \
   BASELINE_ALPS=${BASELINE_ALPS:-}
 export -f py machine trsm products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
-  baseline
+  baseline dist1
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
@@ -273,6 +299,7 @@ for s in $steps; do
     full7b) run_step full7b 270 full7b ;;
     profile7b) run_step profile7b 120 profile7b ;;
     baseline) run_step baseline 200 baseline ;;
+    dist1) run_step dist1 150 dist1 ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -357,6 +384,14 @@ full7b_log = os.path.join(logs, "full7b.log")
 if os.path.exists(full7b_log):
     print("\n" + "\n".join(l.strip() for l in open(full7b_log) if l.startswith("full7b:")))
 phases("Prune with the debug log, LLaMA-7B shape, ALPS 70%", os.path.join(out, "profile7b.json"))
+dist1_log = os.path.join(logs, "dist1.log")
+if os.path.exists(dist1_log):
+    print("\n## One rank over NCCL against the plain path\n\n" +
+          "\n".join("- " + l.strip() for l in open(dist1_log) if l.startswith("dist1:")))
+    for who in ("plain", "nccl1"):
+        p = os.path.join(logs, f"dist1-{who}.json")
+        if os.path.exists(p) and os.path.getsize(p) > 0:
+            print(f"\n{who} phases: " + json.dumps(json.load(open(p)).get("phase_seconds", {})))
 for method in ("sparsegpt", "wanda"):
     docs = {}
     for who in ("baseline", "this"):
