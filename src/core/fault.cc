@@ -1,10 +1,12 @@
 #include "alps/core/fault.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace alps {
 
@@ -44,6 +46,8 @@ void crash_point(std::string_view name) {
   };
   if (fires("crash:")) std::raise(SIGKILL);
   if (fires("interrupt:")) std::raise(SIGINT);
+  if (fires("hang:"))  // a process that stops answering without dying: only a timeout elsewhere notices
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace alps

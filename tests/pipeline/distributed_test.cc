@@ -3,6 +3,7 @@
 // size, a killed worker stopping the run, and the refusal of every bad setup before any work.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -150,6 +151,25 @@ TEST(Distributed, AKilledWorkerStopsEveryRankAndTheRunResumesWithAnotherWorldSiz
                                                               "--resume"}));
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "out/model.safetensors"));
+}
+
+TEST(Distributed, AHungWorkerStopsTheOthersAfterTheTimeout) {
+  test::TempDir dir;
+  // Rank 1 stops answering (alive, asleep) as it saves its shard of block 2's inputs; rank 0 waits for that shard
+  // before it may write the state that names it, and gives up after --dist-timeout.
+  test::CliContext hang;
+  hang.env = {"ALPS_TEST_FAULT=hang:state-inputs-saved@2#1"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = test::run_cli(
+      prune_args(dir / "out", {"--method", "wanda", "--sparsity", "0.6", "--nproc", "2", "--dist-timeout", "3"}), hang);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 0 of 2 stopped while waiting for the ranks' shards of the inputs of block 2"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--dist-timeout 3 s"), std::string::npos) << r.err;
+  EXPECT_LT(seconds, 60);  // the timeout, then the launcher's SIGTERM to the hung worker
+  EXPECT_TRUE(fs::exists(dir / "out/.alps-state/state.json"));  // block 1's state: resumable
 }
 
 TEST(Distributed, RefusesBadSetupsBeforeAnyWorkNamingTheCause) {

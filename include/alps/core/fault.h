@@ -10,8 +10,9 @@ namespace alps {
 bool fault_enabled(std::string_view name);
 
 /// Kills the process with SIGKILL when "crash:<name>" (first time reached) or "crash:<name>@<k>" (k-th time) is
-/// listed in $ALPS_TEST_FAULT; raises SIGINT (a Ctrl-C) for "interrupt:<name>" or "interrupt:<name>@<k>". A suffix
-/// "#<r>" limits either to the process of rank r of a distributed run ($RANK).
+/// listed in $ALPS_TEST_FAULT; raises SIGINT (a Ctrl-C) for "interrupt:<name>" or "interrupt:<name>@<k>"; sleeps
+/// forever (a hung process) for "hang:<name>[@<k>]". A suffix "#<r>" limits any of them to the process of rank r of a
+/// distributed run ($RANK).
 void crash_point(std::string_view name);
 
 }  // namespace alps
