@@ -165,6 +165,42 @@ CholeskySolver::CholeskySolver(const at::Tensor& C, Fp32Products products, int64
   C_ = Fp32Matrix(C, products);
 }
 
+std::optional<CholeskySolver> CholeskySolver::factor(at::Tensor A, Fp32Products products, int64_t block) {
+  ALPS_CHECK(A.dim() == 2 && A.size(0) == A.size(1) && A.scalar_type() == at::kFloat && block >= 1,
+             "CholeskySolver::factor: expected a square fp32 matrix, got ", A.sizes(), " ", A.scalar_type());
+  const int64_t n = A.size(0);
+  at::Tensor W = A.contiguous();  // A's storage when it is contiguous: it becomes C, block column by block column
+  A.reset();
+  CholeskySolver f;
+  for (int64_t s = 0; s < n; s += block) {
+    const int64_t len = std::min(block, n - s), e = s + len;
+    // C_kk from the updated diagonal block, and its inverse (the solves' too).
+    at::Tensor Wkk = W.narrow(0, s, len).narrow(1, s, len);
+    auto [Ckk, info] = at::linalg_cholesky_ex(Wkk);
+    if (info.item<int64_t>() != 0) return std::nullopt;
+    Wkk.copy_(Ckk);
+    f.starts_.push_back(s);
+    f.inverse_.emplace_back(at::linalg_solve_triangular(Ckk, at::eye(len, W.options()), /*upper=*/false), products);
+    if (e == n) break;
+    W.narrow(0, s, len).narrow(1, e, n - e).zero_();  // C's upper triangle
+    // The panel: C_>k,k = W_>k,k C_kk^-T, as (C_kk^-1 W_>k,k^T)^T.
+    at::Tensor Lt = at::empty({len, n - e}, W.options());
+    f.inverse_.back().mm_out(Lt, W.narrow(0, e, n - e).narrow(1, s, len).t().contiguous());
+    const at::Tensor L = Lt.t().contiguous();  // [n - e, len]
+    W.narrow(0, e, n - e).narrow(1, s, len).copy_(L);
+    // The trailing lower triangle, block column j: W_>=j,j -= C_>=j,k C_j,k^T.
+    const Fp32Matrix Ls(L, products);
+    for (int64_t j = e; j < n; j += block) {
+      const int64_t lj = std::min(block, n - j);
+      at::Tensor update = at::empty({n - j, lj}, W.options());
+      Ls.narrow(0, j - e, n - j).mm_out(update, Ls.narrow(0, j - e, lj).t());
+      W.narrow(0, j, n - j).narrow(1, j, lj).sub_(update);
+    }
+  }
+  f.C_ = Fp32Matrix(W, products);
+  return f;
+}
+
 void CholeskySolver::solve(const at::Tensor& R, at::Tensor& X) const {
   const int64_t n = C_.size(0), k = R.size(1);
   ALPS_CHECK(R.dim() == 2 && R.size(0) == n && X.sizes() == R.sizes() && X.is_contiguous(),

@@ -162,5 +162,39 @@ TEST(Products, CholeskySolverWithSplitProducts) {
   }
 }
 
+// The factorization by blocks (CholeskySolver::factor), with native and with split products: its factor's backward
+// error is first order at most eps |C| |C^T| (every entry of C C^T is a sum of products, each within the products'
+// bound), so the solution moves by at most kappa eps || |C| |C^T| || / ||A|| beyond the substitutions' own
+// 2 kappa eps (the test above). Blocks that divide n, that do not, one block; and a matrix that is not positive
+// definite is refused.
+TEST(Products, CholeskyFactorByBlocksSolvesWithinTheProductsBound) {
+  at::manual_seed(5);
+  const int64_t n = 300, k = 40;
+  const at::Tensor X = at::randn({n + 100, n}, at::kDouble);
+  const at::Tensor A = (X.t().mm(X) / (n + 100) + at::eye(n, at::kDouble)).to(at::kFloat);
+  const at::Tensor A64 = A.to(at::kDouble), R = at::randn({n, k}, at::kFloat);
+  const at::Tensor eig = at::linalg_eigvalsh(A64);
+  const double kappa = (eig.max() / eig.min()).item<double>();
+  const at::Tensor X64 = at::linalg_solve(A64, R.to(at::kDouble));  // the fp32 system's exact solution
+  const at::Tensor C64 = at::linalg_cholesky(A64);
+  const double growth = (C64.abs().mm(C64.abs().t()).norm() / A64.norm()).item<double>();
+  for (auto products : {Fp32Products::kNative, Fp32Products::kSplitTf32}) {
+    const double eps = products == Fp32Products::kNative ? (n + 1) * kU : 3 * std::ldexp(1.0, -22) + (3 * n + 3) * kU;
+    for (int64_t block : {64, 100, 300, 512}) {
+      SCOPED_TRACE(std::string(products == Fp32Products::kNative ? "native" : "split") + " block " +
+                   std::to_string(block));
+      std::optional<CholeskySolver> f = CholeskySolver::factor(A.clone(), products, block);
+      ASSERT_TRUE(f.has_value());
+      at::Tensor got = at::empty_like(R);
+      f->solve(R, got);
+      const double rel = ((got.to(at::kDouble) - X64).norm() / X64.norm()).item<double>();
+      EXPECT_LE(rel, kappa * eps * (growth + 2));
+    }
+  }
+  at::Tensor indefinite = A.clone();
+  indefinite[200][200] = -1.0f;  // a negative pivot in the third block of 64
+  EXPECT_FALSE(CholeskySolver::factor(indefinite, Fp32Products::kSplitTf32, 64).has_value());
+}
+
 }  // namespace
 }  // namespace alps

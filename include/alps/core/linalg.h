@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -49,10 +50,18 @@ bool syrk_is_native(const at::Device& device);
 class CholeskySolver {
  public:
   explicit CholeskySolver(const at::Tensor& C, Fp32Products products = Fp32Products::kNative, int64_t block = 1024);
+  /// The solver of A = C C^T for a symmetric positive definite A [n, n] (its lower triangle is read; its storage
+  /// becomes C), factored here by blocks of `block`: each diagonal block by potrf and inverted (the inverses the
+  /// solves use), the panel below it as the product with that inverse, the trailing lower triangle updated block
+  /// column by block column; every product runs as `products` says, so that with split TF32 products the n^3 / 3
+  /// flops of the factorization run on a GPU's tensor cores as the solves' do. nullopt when A is not positive
+  /// definite (a diagonal block's potrf finds a pivot <= 0).
+  static std::optional<CholeskySolver> factor(at::Tensor A, Fp32Products products, int64_t block = 1024);
   /// X = A^-1 R for R [n, k]; X [n, k] contiguous, not aliasing R.
   void solve(const at::Tensor& R, at::Tensor& X) const;
 
  private:
+  CholeskySolver() = default;
   Fp32Matrix C_;
   std::vector<int64_t> starts_;      // first row of each diagonal block
   std::vector<Fp32Matrix> inverse_;  // C_ii^-1, lower triangular
