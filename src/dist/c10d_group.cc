@@ -88,6 +88,8 @@ class C10dGroup final : public Group {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return backend_; }
+  std::vector<std::string> places() const override { return places_; }
+  void set_places(std::vector<std::string> places) { places_ = std::move(places); }
 
   void reduce_sum(at::Tensor& t, int owner, const std::string& what) override {
     at::Tensor c = t.to(comm_device_).contiguous();
@@ -172,6 +174,7 @@ class C10dGroup final : public Group {
   std::string master_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<CollectiveGroup> group_;
+  std::vector<std::string> places_;
 };
 
 }  // namespace
@@ -201,8 +204,8 @@ std::unique_ptr<Group> join(const Launch& launch, const c10::Device& device, con
 #endif
   auto group = std::make_unique<C10dGroup>(launch, device, backend, options.timeout);
   // NCCL cannot serve two ranks on one GPU: say so before any work rather than hang in the first collective.
-  const std::string here = host_name() + " " + device.str();
-  const auto all = group->all_gather(here, "comparing the ranks' devices");
+  group->set_places(group->all_gather(host_name() + " " + device.str(), "comparing the ranks' devices"));
+  const auto all = group->places();
   if (backend == "nccl")
     for (int a = 0; a < group->size(); ++a)
       for (int b = a + 1; b < group->size(); ++b)

@@ -43,6 +43,7 @@ class SingleProcess final : public Group {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend() const override { return "none"; }
+  std::vector<std::string> places() const override { return {}; }
   void reduce_sum(at::Tensor&, int, const std::string&) override {}
   void broadcast(at::Tensor&, int, const std::string&) override {}
   void publish(const std::string&) override {}

@@ -121,8 +121,7 @@ void BlockStats::clear() {
 
 int64_t BlockStats::bytes() const {
   int64_t b = 0;
-  for (const auto& g : groups_)
-    if (g->tokens() > 0) b += g->gram().numel() * static_cast<int64_t>(g->gram().element_size());
+  for (const auto& g : groups_) b += g->gram().numel() * static_cast<int64_t>(g->gram().element_size());
   return b;
 }
 

@@ -54,6 +54,16 @@ fs::path StateDir::inputs_file(int64_t b, const std::vector<std::pair<int64_t, i
   return dir_ / fmt::format("inputs-{:05d}.w{}-{}.safetensors", b, begin, end);
 }
 
+std::vector<fs::path> StateDir::inputs_files(int64_t next_block,
+                                             const std::vector<std::pair<int64_t, int64_t>>& shards,
+                                             bool has_inputs) const {
+  std::vector<fs::path> files;
+  if (has_inputs)
+    for (size_t i = 0; i < std::max<size_t>(shards.size(), 1); ++i)
+      files.push_back(inputs_file(next_block, shards, i));
+  return files;
+}
+
 void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::string, at::Tensor>>& block_weights,
                     const at::Tensor& next_inputs) {
   const bool shard_only = sharing_.rank != 0;
@@ -85,16 +95,13 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                         io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
   crash_point("state-json-saved");
-  ResumeState saved = s;
-  saved.has_inputs = next_inputs.defined();
-  remove_unreferenced(saved, /*later=*/sharing_.await_shards == nullptr);
+  remove_unreferenced(s.next_block, inputs_files(s.next_block, s.input_shards, next_inputs.defined()),
+                      /*alone=*/sharing_.await_shards == nullptr);
 }
 
-void StateDir::remove_unreferenced(const ResumeState& s, bool later) const {
+void StateDir::remove_unreferenced(int64_t next_block, const std::vector<fs::path>& inputs, bool alone) const {
   std::set<std::string> named;
-  if (s.has_inputs)
-    for (size_t i = 0; i < std::max<size_t>(s.input_shards.size(), 1); ++i)
-      named.insert(inputs_file(s.next_block, s.input_shards, i).filename().string());
+  for (const auto& f : inputs) named.insert(f.filename().string());
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
@@ -104,9 +111,9 @@ void StateDir::remove_unreferenced(const ResumeState& s, bool later) const {
     if (name.rfind("inputs-", 0) == 0 && name.size() > 12 &&
         name.find_first_not_of("0123456789", 7) == 12)
       inputs = std::stoll(name.substr(7, 5));
-    const bool stale = (block >= s.next_block) || (inputs >= 0 && inputs < s.next_block) ||
-                       (inputs == s.next_block && named.count(name) == 0) || (inputs > s.next_block && later) ||
-                       (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos);
+    const bool stale = (block >= next_block) || (inputs >= 0 && inputs < next_block) ||
+                       (inputs == next_block && named.count(name) == 0) || (inputs > next_block && alone) ||
+                       (alone && name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos);
     if (stale) fs::remove(e.path(), ec);
   }
 }
@@ -136,15 +143,13 @@ ResumeState StateDir::load(bool tidy) const {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");
   }
   ALPS_CHECK(s.next_block >= 0, file.string(), ": next_block must be >= 0, got ", s.next_block);
-  std::vector<fs::path> named;
+  const std::vector<fs::path> inputs = inputs_files(s.next_block, s.input_shards, s.has_inputs);
+  std::vector<fs::path> named = inputs;
   for (int64_t b = 0; b < s.next_block; ++b) named.push_back(block_file(b));
-  if (s.has_inputs)
-    for (size_t i = 0; i < std::max<size_t>(s.input_shards.size(), 1); ++i)
-      named.push_back(inputs_file(s.next_block, s.input_shards, i));
   for (const auto& f : named)
     ALPS_CHECK(fs::is_regular_file(f), "resume state in ", dir_.string(), " is damaged: ", f.filename().string(),
                " is missing; pass --overwrite to start over");
-  if (tidy) remove_unreferenced(s, /*later=*/true);  // leftovers of the run that died while saving
+  if (tidy) remove_unreferenced(s.next_block, inputs, /*alone=*/true);  // leftovers of the run that died while saving
   return s;
 }
 

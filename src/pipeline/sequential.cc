@@ -733,7 +733,6 @@ void say_on_interrupt(int64_t blocks_saved, int64_t blocks_total) {
                         "command with --resume evaluates and writes it", blocks_saved, blocks_total));
 }
 
-
 // f() on every rank; when it failed on some rank, every rank stops: the failed ones with their own error, the others
 // with one naming the first that failed.
 template <typename F>
@@ -812,8 +811,7 @@ report::RunReport run_prune_on(const PruneJob& job, const dist::Launch& launch, 
     rep.extra["distributed"] = {{"world_size", group.size()},
                                 {"backend", group.backend()},
                                 {"launcher", launch.launcher},
-                                {"ranks", group.all_gather(fmt::format("{} {}", dist::host_name(), run.device().str()),
-                                                           "listing the ranks' devices")}};
+                                {"ranks", group.places()}};
   reset_device_peak(run.device());
   if (first) {
     say_on_interrupt(0, rep.blocks_total);

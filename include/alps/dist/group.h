@@ -23,6 +23,8 @@ class Group {
   virtual int size() const = 0;
   /// "none" (one process), "gloo" or "nccl".
   virtual std::string backend() const = 0;
+  /// Each rank's host and compute device ("host cuda:1"), in rank order, as the ranks met; empty for one process.
+  virtual std::vector<std::string> places() const = 0;
 
   /// Sums `t` over the ranks into `owner`'s `t` (float, double or int64, any device); on the other ranks `t` is
   /// left unspecified. The sum's order is fixed by the backend, not by timing.

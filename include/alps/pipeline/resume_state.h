@@ -71,9 +71,15 @@ class StateDir {
   std::filesystem::path block_file(int64_t b) const;
   std::filesystem::path inputs_file(int64_t b, const std::vector<std::pair<int64_t, int64_t>>& shards,
                                     size_t shard) const;
-  /// Removes what the state at `next_block` does not name; inputs of later blocks only when `later` (a rank of a
-  /// distributed run may be writing them already).
-  void remove_unreferenced(const ResumeState& s, bool later) const;
+  /// The inputs files of the state at `next_block` with these shards: one per shard (one for every window without
+  /// shards); none when it holds no inputs.
+  std::vector<std::filesystem::path> inputs_files(int64_t next_block,
+                                                  const std::vector<std::pair<int64_t, int64_t>>& shards,
+                                                  bool has_inputs) const;
+  /// Removes what the state at `next_block`, whose inputs are `inputs`, does not name. Inputs of later blocks and
+  /// files being written (temporary names) only when `alone`: while a distributed run goes on, its other ranks may
+  /// be writing their shards of the next block's inputs.
+  void remove_unreferenced(int64_t next_block, const std::vector<std::filesystem::path>& inputs, bool alone) const;
   std::filesystem::path dir_;
   std::function<void(int64_t)> on_saved_;
   StateSharing sharing_;
