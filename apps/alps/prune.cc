@@ -27,6 +27,7 @@ struct PruneArgs {
   int64_t stop_after = -1;
   int nproc = 0;
   std::string dist_backend = "auto";
+  std::string dist_split = "auto";
   int64_t dist_timeout = 1800;
   std::vector<std::string> options, skip;
   bool overwrite = false, resume = false, eval_dense = false;
@@ -59,6 +60,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector
   job.eval_dense = a.eval_dense;
   job.dist.backend = a.dist_backend;
   job.dist.timeout = std::chrono::seconds(a.dist_timeout);
+  job.dist_split = pipeline::parse_split_rule(a.dist_split);
 
   const report::RunReport rep = pipeline::run_prune(job);
   // One run, one result: rank 0's.
@@ -123,6 +125,11 @@ void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> a
   cmd->add_option("--dist-backend", a->dist_backend, "Distributed runs: gloo (CPU processes), nccl (GPUs) or auto")
       ->capture_default_str()
       ->check(one_of({"auto", "gloo", "nccl"}));
+  cmd->add_option("--dist-split", a->dist_split,
+                  "Distributed runs: solve a linear's rows on several ranks where the cost model says the block "
+                  "ends sooner (auto), never (off), or for every linear whose method can, over every rank (all)")
+      ->capture_default_str()
+      ->check(one_of({"auto", "off", "all"}));
   cmd->add_option("--dist-timeout", a->dist_timeout,
                   "Distributed runs: seconds a rank waits for the others before it stops with an error")
       ->capture_default_str()

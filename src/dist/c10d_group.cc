@@ -11,6 +11,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
+#include <numeric>
+
 #include "alps/core/error.h"
 #include "alps/dist/group.h"
 
@@ -29,50 +32,38 @@ using CollectiveGroup = c10d::Backend;
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
 
+// What the groups of one run share: the store, where the ranks meet and leave their markers and failure reasons,
+// the backend and its transport.
+struct Connection {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string backend;
+  std::chrono::seconds timeout;
+  c10::Device comm_device{c10::kCPU};
+  std::string master;  // HOST:PORT, for messages
+  int world_rank = 0, world_size = 1;
+  std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices;
+};
+
 class C10dGroup final : public Group {
  public:
-  C10dGroup(const Launch& l, const c10::Device& device, std::string backend, std::chrono::seconds timeout)
-      : rank_(l.rank), size_(l.world_size), backend_(std::move(backend)), timeout_(timeout),
-        comm_device_(backend_ == "nccl" ? device : c10::Device(c10::kCPU)),
-        master_(l.master_addr + ":" + std::to_string(l.master_port)) {
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<uint16_t>(l.master_port);
-    o.isServer = l.rank == 0 && !l.agent_store;
-    o.numWorkers = static_cast<size_t>(l.world_size);
-    o.waitWorkers = true;
-    o.timeout = timeout;
-    // The rendezvous: every rank marks itself in the store and waits for the others' marks.
+  // The ranks `members` (world ranks, sorted) of the run, as ranks 0 .. n - 1, their process group opened under
+  // `prefix` in the store.
+  C10dGroup(std::shared_ptr<const Connection> c, std::vector<int> members, const std::string& prefix)
+      : c_(std::move(c)), members_(std::move(members)) {
+    rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), c_->world_rank) - members_.begin());
+    size_ = static_cast<int>(members_.size());
+    ALPS_CHECK(rank_ < size_, "rank ", c_->world_rank, " is not a member of the group ", prefix);
+    const auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, c_->store);
     try {
-      // Under a prefix of this start's own: a store torchrun's agent serves outlives restarts of the workers.
-      store_ = c10::make_intrusive<c10d::PrefixStore>("alps/" + std::to_string(l.restart),
-                                                      c10::make_intrusive<c10d::TCPStore>(l.master_addr, o));
-      store_->set("rank/" + std::to_string(rank_), std::vector<uint8_t>{1});
-      std::vector<std::string> ranks;
-      for (int r = 0; r < size_; ++r) ranks.push_back("rank/" + std::to_string(r));
-      store_->wait(ranks, timeout_);
-    } catch (const std::exception& e) {
-      ALPS_FAIL("rank ", rank_, " of ", size_, ": the ranks did not all meet at ", master_, " (MASTER_ADDR:",
-                "MASTER_PORT) within ", timeout_.count(), " s (--dist-timeout): ", first_line(e.what()),
-                l.rank == 0 ? "; is the port free, and were all ranks started?" : "; is rank 0 running there?");
-    }
-    try {
-      if (backend_ == "gloo") {
-        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-        const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-        if (ifname != nullptr && *ifname != '\0')
-          opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-        else if (is_loopback(l.master_addr))  // every rank on this host: the loopback interface
-          opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        else
-          opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-        group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-            c10::make_intrusive<c10d::PrefixStore>("group", store_), rank_, size_, opts);
+      if (c_->backend == "gloo") {
+        auto opts = c10d::ProcessGroupGloo::Options::create(c_->timeout);
+        opts->devices = c_->gloo_devices;
+        group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, size_, opts);
       } else {
 #ifdef ALPS_HAVE_NCCL
         auto opts = c10d::ProcessGroupNCCL::Options::create();
-        opts->timeout = timeout;
-        group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("group", store_),
-                                                             rank_, size_, opts);
+        opts->timeout = c_->timeout;
+        group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, size_, opts);
 #else
         ALPS_FAIL("this alps was built without NCCL");
 #endif
@@ -80,19 +71,27 @@ class C10dGroup final : public Group {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      ALPS_FAIL("rank ", rank_, " of ", size_, ": opening the ", backend_, " process group through ", master_,
-                " failed: ", first_line(e.what()));
+      ALPS_FAIL("rank ", c_->world_rank, " of ", c_->world_size, ": opening the ", c_->backend,
+                " process group through ", c_->master, " failed: ", first_line(e.what()));
     }
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return backend_; }
+  std::string backend() const override { return c_->backend; }
   std::vector<std::string> places() const override { return places_; }
   void set_places(std::vector<std::string> places) { places_ = std::move(places); }
 
+  std::unique_ptr<Group> subgroup(const std::vector<int>& members, const std::string& name) override {
+    std::vector<int> world;
+    for (int m : members) world.push_back(members_.at(static_cast<size_t>(m)));
+    std::string prefix = "sub/" + name;
+    for (int m : world) prefix += "/" + std::to_string(m);
+    return std::make_unique<C10dGroup>(c_, std::move(world), prefix);
+  }
+
   void reduce_sum(at::Tensor& t, int owner, const std::string& what) override {
-    at::Tensor c = t.to(comm_device_).contiguous();
+    at::Tensor c = t.to(c_->comm_device).contiguous();
     std::vector<at::Tensor> v{c};
     c10d::ReduceOptions o;
     o.rootRank = owner;
@@ -103,7 +102,7 @@ class C10dGroup final : public Group {
   }
 
   void broadcast(at::Tensor& t, int root, const std::string& what) override {
-    at::Tensor c = t.to(comm_device_).contiguous();
+    at::Tensor c = t.to(c_->comm_device).contiguous();
     // As bytes: the same bits whatever the dtype (bf16 included), for every backend.
     std::vector<at::Tensor> v{at::from_blob(c.data_ptr(), {static_cast<int64_t>(c.nbytes())},
                                             at::TensorOptions().dtype(at::kByte).device(c.device()))};
@@ -116,7 +115,7 @@ class C10dGroup final : public Group {
 
   void publish(const std::string& key) override {
     try {
-      store_->set(key, std::vector<uint8_t>{1});
+      c_->store->set(key, std::vector<uint8_t>{1});
     } catch (const std::exception& e) {
       fail("marking " + key + " in the store", e);
     }
@@ -124,7 +123,7 @@ class C10dGroup final : public Group {
 
   void wait_for(const std::vector<std::string>& keys, const std::string& what) override {
     try {
-      store_->wait(keys, timeout_);
+      c_->store->wait(keys, c_->timeout);
     } catch (const std::exception& e) {
       fail(what, e);
     }
@@ -132,9 +131,9 @@ class C10dGroup final : public Group {
 
   void announce_failure(const std::string& why) override {
     try {
-      if (store_->check({"failed"})) return;  // the first rank's reason is the one to give
-      const std::string text = "rank " + std::to_string(rank_) + ": " + why;
-      store_->set("failed", std::vector<uint8_t>(text.begin(), text.end()));
+      if (c_->store->check({"failed"})) return;  // the first rank's reason is the one to give
+      const std::string text = "rank " + std::to_string(c_->world_rank) + ": " + why;
+      c_->store->set("failed", std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception&) {
       // The store's host (rank 0) may be gone already: the others see the broken connection instead.
     }
@@ -144,7 +143,7 @@ class C10dGroup final : public Group {
   template <typename Start>
   void run(Start&& start, const std::string& what) {
     try {
-      start()->wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_));
+      start()->wait(std::chrono::duration_cast<std::chrono::milliseconds>(c_->timeout));
     } catch (const std::exception& e) {
       fail(what, e);
     }
@@ -154,25 +153,22 @@ class C10dGroup final : public Group {
   [[noreturn]] void fail(const std::string& what, const std::exception& e) {
     std::string why;
     try {
-      if (store_->check({"failed"})) {
-        const auto v = store_->get("failed");
+      if (c_->store->check({"failed"})) {
+        const auto v = c_->store->get("failed");
         why = std::string(v.begin(), v.end());
       }
     } catch (const std::exception&) {
-      why = "rank 0 (the store's host, " + master_ + ") cannot be reached: it has stopped";
+      why = "rank 0 (the store's host, " + c_->master + ") cannot be reached: it has stopped";
     }
-    ALPS_FAIL("rank ", rank_, " of ", size_, " stopped while ", what, ": ",
+    ALPS_FAIL("rank ", c_->world_rank, " of ", c_->world_size, " stopped while ", what, ": ",
               why.empty() ? first_line(e.what()) + " (another rank stopped, or took longer than --dist-timeout " +
-                                std::to_string(timeout_.count()) + " s)"
+                                std::to_string(c_->timeout.count()) + " s)"
                           : why);
   }
 
-  int rank_, size_;
-  std::string backend_;
-  std::chrono::seconds timeout_;
-  c10::Device comm_device_;
-  std::string master_;
-  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<const Connection> c_;
+  std::vector<int> members_;  // world ranks, in this group's rank order
+  int rank_ = 0, size_ = 1;
   c10::intrusive_ptr<CollectiveGroup> group_;
   std::vector<std::string> places_;
 };
@@ -192,6 +188,47 @@ std::string resolve_backend(const std::string& backend, const c10::Device& devic
   return backend;
 }
 
+// The rendezvous: every rank marks itself in the store and waits for the others' marks.
+std::shared_ptr<const Connection> meet(const Launch& l, const c10::Device& device, std::string backend,
+                                       std::chrono::seconds timeout) {
+  auto c = std::make_shared<Connection>();
+  c->backend = std::move(backend);
+  c->timeout = timeout;
+  c->comm_device = c->backend == "nccl" ? device : c10::Device(c10::kCPU);
+  c->master = l.master_addr + ":" + std::to_string(l.master_port);
+  c->world_rank = l.rank;
+  c->world_size = l.world_size;
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(l.master_port);
+  o.isServer = l.rank == 0 && !l.agent_store;
+  o.numWorkers = static_cast<size_t>(l.world_size);
+  o.waitWorkers = true;
+  o.timeout = timeout;
+  try {
+    // Under a prefix of this start's own: a store torchrun's agent serves outlives restarts of the workers.
+    c->store = c10::make_intrusive<c10d::PrefixStore>("alps/" + std::to_string(l.restart),
+                                                      c10::make_intrusive<c10d::TCPStore>(l.master_addr, o));
+    c->store->set("rank/" + std::to_string(l.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> ranks;
+    for (int r = 0; r < l.world_size; ++r) ranks.push_back("rank/" + std::to_string(r));
+    c->store->wait(ranks, timeout);
+  } catch (const std::exception& e) {
+    ALPS_FAIL("rank ", l.rank, " of ", l.world_size, ": the ranks did not all meet at ", c->master, " (MASTER_ADDR:",
+              "MASTER_PORT) within ", timeout.count(), " s (--dist-timeout): ", first_line(e.what()),
+              l.rank == 0 ? "; is the port free, and were all ranks started?" : "; is rank 0 running there?");
+  }
+  if (c->backend == "gloo") {
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname != nullptr && *ifname != '\0')
+      c->gloo_devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (is_loopback(l.master_addr))  // every rank on this host: the loopback interface
+      c->gloo_devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+      c->gloo_devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c;
+}
+
 std::unique_ptr<Group> join(const Launch& launch, const c10::Device& device, const GroupOptions& options) {
   const std::string backend = resolve_backend(options.backend, device);
 #if TORCH_VERSION_MAJOR < 2
@@ -202,7 +239,9 @@ std::unique_ptr<Group> join(const Launch& launch, const c10::Device& device, con
                    "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT only; the CUDA build (libtorch 2.11) runs under "
                    "torchrun");
 #endif
-  auto group = std::make_unique<C10dGroup>(launch, device, backend, options.timeout);
+  std::vector<int> everyone(static_cast<size_t>(launch.world_size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  auto group = std::make_unique<C10dGroup>(meet(launch, device, backend, options.timeout), everyone, "group");
   // NCCL cannot serve two ranks on one GPU: say so before any work rather than hang in the first collective.
   group->set_places(group->all_gather(host_name() + " " + device.str(), "comparing the ranks' devices"));
   const auto all = group->places();

@@ -49,6 +49,10 @@ class SingleProcess final : public Group {
   void publish(const std::string&) override {}
   void wait_for(const std::vector<std::string>&, const std::string&) override {}
   void announce_failure(const std::string&) override {}
+  std::unique_ptr<Group> subgroup(const std::vector<int>& members, const std::string&) override {
+    ALPS_CHECK(members == std::vector<int>{0}, "a group of one process has rank 0 alone");
+    return std::make_unique<SingleProcess>();
+  }
 };
 
 }  // namespace

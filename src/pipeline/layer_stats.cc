@@ -10,7 +10,9 @@
 namespace alps::pipeline {
 
 LayerStats::LayerStats(int64_t in_features, c10::Device device, c10::ScalarType dtype)
-    : G_(at::zeros({in_features, in_features}, at::TensorOptions().device(device).dtype(dtype))),
+    : in_(in_features),
+      options_(at::TensorOptions().device(device).dtype(dtype)),
+      G_(at::zeros({in_features, in_features}, options_)),
       sum_(at::zeros({in_features}, at::TensorOptions().device(device).dtype(at::kDouble))),
       sequence_sq_(at::zeros_like(sum_)) {}
 
@@ -66,6 +68,22 @@ void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& wha
     sum_ = sequence_sq_ = at::Tensor();
     T_ = 0;
   }
+}
+
+void LayerStats::share_among(dist::Group& members, const std::string& what) {
+  if (members.size() == 1) return;
+  if (members.rank() != 0) {  // reduce_to freed them here
+    G_ = at::empty({in_, in_}, options_);
+    sum_ = at::empty({in_}, options_.dtype(at::kDouble));
+    sequence_sq_ = at::empty_like(sum_);
+  }
+  members.broadcast(G_, 0, what);  // the lower triangle holds the sum; the upper is mirrored when read
+  members.broadcast(sum_, 0, what);
+  members.broadcast(sequence_sq_, 0, what);
+  at::Tensor T = at::full({1}, T_, at::kLong);
+  members.broadcast(T, 0, what);
+  T_ = T.item<int64_t>();
+  upper_stale_ = true;
 }
 
 at::Tensor LayerStats::mean() const {

@@ -35,6 +35,7 @@
 #include "alps/pipeline/memory_estimate.h"
 #include "alps/pipeline/model_card.h"
 #include "alps/pipeline/output_dir.h"
+#include "alps/pipeline/rank_plan.h"
 #include "alps/pipeline/resume_state.h"
 #include "alps/pipeline/run_plan.h"
 #include "alps/pipeline/solve_streams.h"
@@ -45,6 +46,7 @@
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/row_split.h"
 #include "alps/prune/solve.h"
 #include "alps/report/report.h"
 #include "alps/tokenizer/tokenizer.h"
@@ -291,6 +293,13 @@ class PruneRun {
     writer_.start(state(), std::move(pruned), next_block_ < rep_.blocks_total ? inputs_ : at::Tensor());
   }
 
+  // Bytes this rank moved among the ranks that solve linears in parts: their statistics and the parts' sums.
+  int64_t part_bytes() const {
+    int64_t n = 0;
+    for (const auto& [key, g] : part_groups_) n += g->bytes_reduced() + g->bytes_broadcast();
+    return n;
+  }
+
   // Waits for the save in flight (the end of the run, or before the inputs change).
   void finish_saving() { rep_.phase_seconds["save_state"] += writer_.wait(); }
 
@@ -316,13 +325,13 @@ class PruneRun {
     const auto linears = m_.linear_names();
     std::vector<LayerJob> jobs = plan_.block(b);
     const SolveCosts costs = solve_costs(jobs, linears, stats);
-    // Each linear (with those sharing its input) is solved by one rank, the owners chosen by cost.
-    std::vector<int> owner(jobs.size(), 0);
+    // Each linear (with those sharing its input) is solved by one rank, or in parts of its rows by several
+    // (rank_plan.h), the ranks chosen by cost.
+    std::vector<std::vector<int>> ranks(jobs.size(), std::vector<int>{0});
     if (group_.size() > 1) {
-      const auto per_rank = split_among_streams(costs.cost, costs.group, group_.size());
-      for (size_t r = 0; r < per_rank.size(); ++r)
-        for (size_t li : per_rank[r]) owner[li] = static_cast<int>(r);
-      if (plan_.needs_calibration) reduce_statistics(b, jobs, linears, owner, stats);
+      ranks = plan_ranks(solve_work(jobs, costs), group_.size(), job_.dist_split);
+      open_part_groups(costs, ranks);
+      if (plan_.needs_calibration) reduce_statistics(b, jobs, linears, costs, ranks, stats);
     }
 
     auto t0 = std::chrono::steady_clock::now();
@@ -337,14 +346,14 @@ class PruneRun {
         }
     // Several solves at once on a GPU (--solve-streams), each list of linears on a stream of its own; the reports
     // keep block order. After a failure the other lists start no further linear.
-    const auto lists = solve_lists(costs, owner);
+    const auto lists = solve_lists(costs, ranks);
     std::vector<report::LayerReport> reports(jobs.size());
     std::atomic<bool> failed{false};
     run_on_streams(plan_.device, static_cast<int>(lists.size()), [&](int l) {
       for (size_t li : lists[static_cast<size_t>(l)]) {
         if (failed) return;
         try {
-          reports[li] = prune_layer(b, jobs[li], linears[li], stats);
+          reports[li] = prune_layer(b, jobs[li], linears[li], stats, part_of(costs, ranks, li));
         } catch (...) {
           failed = true;
           throw;
@@ -355,7 +364,7 @@ class PruneRun {
     checked_grams_.clear();
     synchronize(plan_.device);
     rep_.phase_seconds["solve"] += seconds_since(t0);
-    if (group_.size() > 1) share_solutions(b, jobs, linears, owner, reports);
+    if (group_.size() > 1) share_solutions(b, jobs, linears, ranks, reports);
     for (size_t li = 0; li < jobs.size(); ++li) {
       if (!reports[li].skipped) pruned.emplace_back(jobs[li].weight, m_.tensor(jobs[li].weight));
       rep_.layers.push_back(std::move(reports[li]));
@@ -484,60 +493,133 @@ class PruneRun {
     return c;
   }
 
-  // This rank's linears split among plan_.solve_streams concurrent lists (pipeline/solve_streams.h).
-  std::vector<std::vector<size_t>> solve_lists(const SolveCosts& c, const std::vector<int>& owner) const {
+  // The plan's view of the block (rank_plan.h).
+  SolveWork solve_work(const std::vector<LayerJob>& jobs, const SolveCosts& c) const {
+    SolveWork w;
+    w.group = c.group;
+    for (const LayerJob& j : jobs) {
+      const at::Tensor W = m_.tensor(j.weight);
+      w.in.push_back(W.size(1));
+      w.out.push_back(j.skip ? 0 : W.size(0));
+      w.splits.push_back(!j.skip && plan_.needs_calibration && j.solver->splits_rows());
+    }
+    return w;
+  }
+
+  // The groups of ranks that solve one group of linears in parts, opened once for the run (the plan is the same for
+  // blocks of the same shapes), one per group of linears so that concurrent solves on one rank never share one; in
+  // the order of the linears on every rank.
+  void open_part_groups(const SolveCosts& c, const std::vector<std::vector<int>>& ranks) {
+    for (size_t li = 0; li < ranks.size(); ++li) {
+      const std::vector<int>& rs = ranks[li];
+      if (rs.size() < 2 || c.group[li] != static_cast<int>(li)) continue;  // whole, or not the group's first linear
+      if (std::find(rs.begin(), rs.end(), group_.rank()) == rs.end()) continue;
+      std::vector<int> members = rs;
+      std::sort(members.begin(), members.end());
+      const std::string name = "linear" + std::to_string(li);
+      auto& g = part_groups_[{name, members}];
+      if (g == nullptr) g = group_.subgroup(members, name);
+    }
+  }
+
+  // The group of the ranks that solve linear li in parts.
+  dist::Group& part_group(const SolveCosts& c, const std::vector<std::vector<int>>& ranks, size_t li) const {
+    std::vector<int> members = ranks[li];
+    std::sort(members.begin(), members.end());
+    return *part_groups_.at({"linear" + std::to_string(c.group[li]), members});
+  }
+
+  // This rank's part of linear li when several ranks solve it (nullopt: solved whole, or by other ranks only).
+  struct Part {
+    int index = 0, parts = 1;
+    dist::Group* members = nullptr;  // the ranks that solve the parts, in rank order
+  };
+  std::optional<Part> part_of(const SolveCosts& c, const std::vector<std::vector<int>>& ranks, size_t li) const {
+    const std::vector<int>& rs = ranks[li];
+    if (rs.size() < 2) return std::nullopt;
+    const auto it = std::find(rs.begin(), rs.end(), group_.rank());
+    if (it == rs.end()) return std::nullopt;
+    return Part{static_cast<int>(it - rs.begin()), static_cast<int>(rs.size()), &part_group(c, ranks, li)};
+  }
+
+  // This rank's linears (or parts of them) split among plan_.solve_streams concurrent lists
+  // (pipeline/solve_streams.h). Parts come first in each list, in block order: a part waits for the other ranks'
+  // parts at every iteration, and every rank then reaches the parts of linears in one order.
+  std::vector<std::vector<size_t>> solve_lists(const SolveCosts& c, const std::vector<std::vector<int>>& ranks) const {
     std::vector<size_t> mine;
-    for (size_t li = 0; li < owner.size(); ++li)
-      if (owner[li] == group_.rank()) mine.push_back(li);
+    for (size_t li = 0; li < ranks.size(); ++li)
+      if (std::find(ranks[li].begin(), ranks[li].end(), group_.rank()) != ranks[li].end()) mine.push_back(li);
     std::vector<double> cost;
     std::vector<int> group;
     for (size_t li : mine) {
-      cost.push_back(c.cost[li]);
+      cost.push_back(c.cost[li] / static_cast<double>(ranks[li].size()));
       group.push_back(c.group[li]);
     }
     if (mine.empty()) return {};
     auto lists = split_among_streams(cost, group, static_cast<int>(plan_.solve_streams));
-    for (auto& l : lists)
+    for (auto& l : lists) {
       for (size_t& i : l) i = mine[i];
+      std::stable_partition(l.begin(), l.end(), [&](size_t li) { return ranks[li].size() > 1; });
+    }
     return lists;
   }
 
-  // Every rank's statistics of the block's windows summed into the owner of each group of linears, in block order.
+  // Every rank's statistics of the block's windows summed into the first rank that solves each group of linears, in
+  // block order, and from it to the others that solve parts of them.
   void reduce_statistics(int64_t b, const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
-                         const std::vector<int>& owner, BlockStats& stats) {
+                         const SolveCosts& c, const std::vector<std::vector<int>>& ranks, BlockStats& stats) {
     const auto t0 = std::chrono::steady_clock::now();
     set_step(fmt::format("reducing the statistics of block {}/{}", b + 1, rep_.blocks_total));
     std::set<const LayerStats*> done;
     for (size_t li = 0; li < jobs.size(); ++li) {
       if (jobs[li].skip) continue;
       LayerStats& s = stats.at(linears[li]);
-      if (done.insert(&s).second) s.reduce_to(group_, owner[li], step());
+      if (!done.insert(&s).second) continue;
+      std::vector<int> members = ranks[li];
+      std::sort(members.begin(), members.end());
+      s.reduce_to(group_, members.front(), step());
+      if (const auto part = part_of(c, ranks, li)) s.share_among(*part->members, step());
     }
     synchronize(plan_.device);
     rep_.phase_seconds["reduce_statistics"] += seconds_since(t0);
   }
 
-  // The owners' pruned weights to every rank (the next block's inputs need them all), and their reports.
+  // The pruned weights to every rank (the next block's inputs need them all): each whole from its rank, each part
+  // from the rank that solved it; and the reports, each linear's from the first rank that solved it.
   void share_solutions(int64_t b, const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
-                       const std::vector<int>& owner, std::vector<report::LayerReport>& reports) {
+                       const std::vector<std::vector<int>>& ranks, std::vector<report::LayerReport>& reports) {
     const auto t0 = std::chrono::steady_clock::now();
     set_step(fmt::format("sharing the pruned weights of block {}/{}", b + 1, rep_.blocks_total));
+    const int me = group_.rank();
     for (size_t li = 0; li < jobs.size(); ++li) {
       if (jobs[li].skip) continue;
       const at::Tensor held = m_.tensor(jobs[li].weight);
-      at::Tensor w = owner[li] == group_.rank() ? held.contiguous() : at::empty_like(held);
-      group_.broadcast(w, owner[li], step());
-      if (owner[li] != group_.rank()) m_.set_tensor(jobs[li].weight, w);
+      const std::vector<int>& rs = ranks[li];
+      if (rs.size() == 1) {
+        at::Tensor w = rs[0] == me ? held.contiguous() : at::empty_like(held);
+        group_.broadcast(w, rs[0], step());
+        if (rs[0] != me) m_.set_tensor(jobs[li].weight, w);
+        continue;
+      }
+      at::Tensor w = at::empty(held.sizes(), held.options().device(at::kCPU));
+      for (size_t j = 0; j < rs.size(); ++j) {
+        const auto [first, end] = dist::share_of(held.size(0), static_cast<int>(j), static_cast<int>(rs.size()));
+        at::Tensor rows = w.slice(0, first, end);  // contiguous: whole rows
+        if (rs[j] == me) rows.copy_(part_rows_.at(jobs[li].weight));
+        group_.broadcast(rows, rs[j], step());
+      }
+      m_.set_tensor(jobs[li].weight, w);
     }
+    part_rows_.clear();
     json mine = json::object();
     for (size_t li = 0; li < jobs.size(); ++li)
-      if (owner[li] == group_.rank()) mine[std::to_string(li)] = report::to_json(reports[li]);
+      if (ranks[li][0] == me) mine[std::to_string(li)] = report::to_json(reports[li]);
     for (const auto& theirs : group_.all_gather(mine.dump(), step())) {
       const json owned = json::parse(theirs);
       for (const auto& [key, lr] : owned.items()) {
         const auto li = static_cast<size_t>(std::stoll(key));
         reports[li] = report::layer_from_json(lr);
-        if (owner[li] != group_.rank()) log_layer(linears[li], reports[li]);  // rank 0's log lists every linear
+        if (ranks[li][0] != me) log_layer(linears[li], reports[li]);  // rank 0's log lists every linear
       }
     }
     rep_.phase_seconds["broadcast_weights"] += seconds_since(t0);
@@ -566,7 +648,8 @@ class PruneRun {
     return problem;
   }
 
-  report::LayerReport prune_layer(int64_t b, const LayerJob& lj, const std::string& linear, const BlockStats& stats) {
+  report::LayerReport prune_layer(int64_t b, const LayerJob& lj, const std::string& linear, const BlockStats& stats,
+                                  const std::optional<Part>& part) {
     report::LayerReport lr;
     lr.block = b;
     lr.name = lj.name;
@@ -579,11 +662,25 @@ class PruneRun {
     }
     const LayerStats* s = plan_.needs_calibration ? &stats.at(linear) : nullptr;
     const auto p0 = std::chrono::steady_clock::now();
-    const prune::LayerProblem problem = problem_for(lj, W0, s);
-    const double problem_seconds = seconds_since(p0);
-    if (!job_.dump_problems.empty())
-      prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem,
+    if (!job_.dump_problems.empty() && (!part || part->index == 0))  // the whole layer's problem, once
+      prune::save_problem(job_.dump_problems / (lj.name + ".safetensors"), problem_for(lj, W0, s),
                           job_.resume ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
+    const auto [first, end] = part ? dist::share_of(W0.size(0), part->index, part->parts)
+                                   : std::pair<int64_t, int64_t>{0, W0.size(0)};
+    prune::LayerProblem problem = problem_for(lj, W0.slice(0, first, end), s);
+    if (part) {
+      // This rank's rows; the whole layer's sums through the ranks that solve the others.
+      auto split = std::make_shared<prune::RowSplit>();
+      split->part = part->index;
+      split->parts = part->parts;
+      split->first_row = first;
+      split->total_rows = W0.size(0);
+      const std::string what = fmt::format("solving block {}/{} {} in {} parts", b + 1, rep_.blocks_total, linear,
+                                           part->parts);
+      split->sum = [members = part->members, what](at::Tensor& t) { members->all_reduce_sum(t, what); };
+      problem.split = std::move(split);
+    }
+    const double problem_seconds = seconds_since(p0);
 
     const prune::Pattern& pattern = *lj.pattern;
     set_step(fmt::format("solving block {}/{} {} ({}x{})", b + 1, rep_.blocks_total, linear, W0.size(0), W0.size(1)));
@@ -602,8 +699,15 @@ class PruneRun {
       lr.rel_error_refined = res.rel_error_refined;
       lr.sparsity = res.sparsity;
       lr.stats = res.solution.stats;
+      if (part) lr.stats["parts"] = part->parts;
       const auto w0 = std::chrono::steady_clock::now();
-      locked(mutex_, [&] { m_.set_tensor(lj.weight, res.W); });
+      // A part's rows wait for share_solutions, which puts the parts together.
+      locked(mutex_, [&] {
+        if (part)
+          part_rows_[lj.weight] = res.W;
+        else
+          m_.set_tensor(lj.weight, res.W);
+      });
       spdlog::debug("{}: problem {:.3f} s, solve_layer {:.3f} s (method {:.3f} s), weight to the host {:.3f} s",
                     lj.name, problem_seconds, solve_layer_seconds, res.seconds, seconds_since(w0));
     } catch (const Error& e) {
@@ -612,7 +716,7 @@ class PruneRun {
     lr.method = lj.method;
     lr.pattern = pattern.str();
     lr.refine = prune::refine_name(lj.refine);
-    log_layer(linear, lr);
+    if (!part || part->index == 0) log_layer(linear, lr);  // the first part speaks for the linear
     return lr;
   }
 
@@ -636,6 +740,9 @@ class PruneRun {
   dist::Group& group_;
   std::pair<int64_t, int64_t> share_;  // the windows [first, second) this rank holds
   std::set<const LayerStats*> checked_grams_;  // this block's statistics whose G passed check_gram
+  // The groups of ranks that solve a group of linears in parts, by (name, members); open for the whole run.
+  std::map<std::pair<std::string, std::vector<int>>, std::unique_ptr<dist::Group>> part_groups_;
+  std::map<std::string, at::Tensor> part_rows_;  // this block's parts solved here, by weight, until shared
   report::RunReport rep_;
   json key_;
   at::Tensor inputs_;  // [nsamples, seqlen, hidden] on the host, compute dtype: the next block's inputs
@@ -849,7 +956,8 @@ report::RunReport run_prune_on(const PruneJob& job, const dist::Launch& launch, 
     if (group.size() > 1)
       rep.extra["distributed"]["bytes_per_block"] = {
           {"reduce", group.bytes_reduced() / std::max<int64_t>(1, rep.blocks_done)},
-          {"broadcast", group.bytes_broadcast() / std::max<int64_t>(1, rep.blocks_done)}};
+          {"broadcast", group.bytes_broadcast() / std::max<int64_t>(1, rep.blocks_done)},
+          {"within_parts", run.part_bytes() / std::max<int64_t>(1, rep.blocks_done)}};
     record_peak_memory(rep.extra, run.device());
     if (rep.blocks_done < rep.blocks_total) {
       set_interrupt_notice("");

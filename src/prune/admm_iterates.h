@@ -14,6 +14,10 @@
 
 #include "alps/prune/pattern.h"
 
+namespace alps::prune {
+struct RowSplit;
+}
+
 namespace alps::prune::detail {
 
 class AdmmIterates {
@@ -31,11 +35,13 @@ class AdmmIterates {
 
 /// Y = Hn B0 and B0 are [in, out]; the pattern applies to the [out, in] weights, so decisions are across the
 /// whole layer (unstructured) or per group of M consecutive inputs of each output (N:M). `fused` picks the CPU
-/// kernels when the tensors allow them (CPU, fp32); otherwise the ATen implementation.
+/// kernels when the tensors allow them (CPU, fp32); otherwise the ATen implementation. With `split` (alive as long
+/// as the iterates), B0's columns are one part of a layer's: an unstructured projection selects across the parts;
+/// support_changes() stays this part's count.
 std::unique_ptr<AdmmIterates> make_admm_iterates(const at::Tensor& Y, const at::Tensor& B0, const Pattern& pattern,
-                                                 bool fused = true);
+                                                 bool fused = true, const RowSplit* split = nullptr);
 
-/// P's support for a [in, out] iterate Z: the kept mask [in, out] (bool).
-at::Tensor project_keep(const at::Tensor& Z, const Pattern& pattern);
+/// P's support for a [in, out] iterate Z: the kept mask [in, out] (bool); across the parts of `split` when given.
+at::Tensor project_keep(const at::Tensor& Z, const Pattern& pattern, const RowSplit* split = nullptr);
 
 }  // namespace alps::prune::detail

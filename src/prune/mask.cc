@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
+#include "alps/core/error.h"
+#include "alps/prune/row_split.h"
 #include "prune/kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
@@ -90,6 +93,44 @@ at::Tensor keep_largest(const at::Tensor& score, int64_t zeros) {
   at::Tensor keep = at::zeros({numel}, score.options().dtype(at::kBool));
   if (numel - zeros > 0)
     keep.index_fill_(0, std::get<1>(flat.topk(numel - zeros, 0, /*largest=*/true, /*sorted=*/false)), true);
+  return keep.reshape(score.sizes());
+}
+
+at::Tensor keep_largest_parts(const at::Tensor& score, int64_t zeros, const RowSplit& split) {
+  ALPS_CHECK(score.scalar_type() == at::kFloat, "keep_largest_parts: fp32 scores expected");
+  // Non-negative floats order as their bit patterns do, read as integers (31 bits). Three levels of 11, 11 and 9
+  // bits: each histograms the keys that share the bits found so far, summed over the parts (16 KB each, where two
+  // levels of 16 bits would move 512 KB twice per projection).
+  const at::Tensor keys = score.contiguous().reshape({-1}).view(at::kInt);
+  constexpr std::array<std::pair<int, int>, 3> kLevels{{{20, 11}, {9, 11}, {0, 9}}};  // (shift, width)
+  at::Tensor candidates = keys;  // the keys whose bits above the level's match the cut's
+  int64_t prefix = 0, below = 0;  // the cut's bits so far; keys of all parts below them
+  for (const auto& [shift, width] : kLevels) {
+    const int64_t bins = int64_t{1} << width;
+    if (shift != kLevels.front().first)
+      candidates = candidates.masked_select(candidates.div(int64_t{1} << (shift + width), "floor").eq(prefix));
+    at::Tensor h = at::bincount(candidates.div(int64_t{1} << shift, "floor").remainder(bins), {}, bins)
+                       .to(at::kCPU, at::kLong)
+                       .contiguous();
+    split.sum(h);
+    const int64_t* count = h.data_ptr<int64_t>();
+    int64_t bin = 0;
+    while (below + count[bin] <= zeros && bin < bins - 1) below += count[bin++];
+    prefix = (prefix << width) | bin;
+  }
+  // Keys below the cut are pruned; of those equal to it, the first zeros - below.
+  const int64_t ties = zeros - below;
+  at::Tensor keep = keys.ge(prefix);
+  if (ties == 0) return keep.reshape(score.sizes());  // the same on every part: none makes the call below
+  // Each part learns how many ties lie on the parts before it.
+  const at::Tensor equal = keys.eq(prefix);
+  const int64_t mine = equal.sum().item<int64_t>();
+  at::Tensor counts = at::zeros({split.parts}, at::kLong);
+  counts[split.part] = mine;
+  split.sum(counts);
+  const int64_t before = split.part == 0 ? 0 : counts.slice(0, 0, split.part).sum().item<int64_t>();
+  const int64_t prune_here = std::clamp<int64_t>(ties - before, 0, mine);
+  if (prune_here > 0) keep.index_fill_(0, equal.nonzero().squeeze(1).slice(0, 0, prune_here), false);
   return keep.reshape(score.sizes());
 }
 

@@ -7,6 +7,10 @@
 
 #include "alps/prune/pattern.h"
 
+namespace alps::prune {
+struct RowSplit;
+}
+
 namespace alps::prune::detail {
 
 /// Keeps the largest `score` entries: N:M per group of M along a row, otherwise
@@ -18,5 +22,10 @@ at::Tensor row_zeros(const Pattern& pattern, int64_t out, int64_t in, const at::
 at::Tensor keep_mask_rows(const at::Tensor& score, const Pattern& pattern);
 /// Keeps the largest entries of a flat tensor, dropping exactly `zeros` of them (bool, same shape).
 at::Tensor keep_largest(const at::Tensor& score, int64_t zeros);
+/// The same selection across the parts of a split layer (alps/prune/row_split.h): `score` (fp32, >= 0, any device)
+/// is this part's, `zeros` the whole layer's count. A radix select on the scores' bits whose histograms are summed
+/// over the parts: every part finds the same cut. Of the scores equal to the
+/// cut, the parts prune the first ones in part order, then in memory order.
+at::Tensor keep_largest_parts(const at::Tensor& score, int64_t zeros, const RowSplit& split);
 
 }  // namespace alps::prune::detail

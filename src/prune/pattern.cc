@@ -99,8 +99,12 @@ bool satisfies(const at::Tensor& W, const Pattern& pattern) {
     at::Tensor nonzeros = W.ne(0).reshape({out, in / pattern.m(), pattern.m()}).sum(2);
     return nonzeros.le(pattern.n()).all().item<bool>();
   }
-  const int64_t least = pattern.spreads_rows() ? pattern.zeros_total(out, in) : out * pattern.zeros_per_row(in);
-  return W.eq(0).sum().item<int64_t>() >= least;
+  return W.eq(0).sum().item<int64_t>() >= least_zeros(pattern, out, in);
+}
+
+int64_t least_zeros(const Pattern& pattern, int64_t out, int64_t in) {
+  if (pattern.is_n_m()) return 0;
+  return pattern.spreads_rows() ? pattern.zeros_total(out, in) : out * pattern.zeros_per_row(in);
 }
 
 }  // namespace alps::prune

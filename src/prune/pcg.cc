@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "alps/prune/row_split.h"
 #include "prune/kernels/cpu_kernels.h"
 
 namespace alps::prune::detail {
@@ -42,16 +43,21 @@ class AtenCg final : public CgVectors {
 }  // namespace
 
 PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor& keep, const at::Tensor& B_init,
-                     int64_t iterations, double tolerance, bool fused, Fp32Products products) {
+                     int64_t iterations, double tolerance, bool fused, Fp32Products products,
+                     const RowSplit* split) {
   // Every iterate lives in a buffer allocated once and is updated in place.
   at::Tensor B = (B_init * keep).contiguous();    // [in, out]
   at::Tensor R = at::empty_like(B);               // masked residual
   const Fp32Matrix H(Hn, products);
   H.mm_out(R, B);
   R.sub_(Y).neg_().mul_(keep);
-  const double target = tolerance * (Y * keep).norm().item<double>();
+  // ||.||_F of the whole layer: a split problem's parts add their squares.
+  auto norm = [split](const at::Tensor& t) {
+    return split == nullptr ? t.norm().item<double>() : std::sqrt(sum_over_parts(split, t.pow(2).sum().item<double>()));
+  };
+  const double target = tolerance * norm(Y * keep);
   PcgResult result{B, 0};
-  if (R.norm().item<double>() <= target) return result;
+  if (norm(R) <= target) return result;
   at::Tensor P = R.clone();
   at::Tensor AP = at::empty_like(B);
   const bool cpu_fp32 = B.device().is_cpu() && B.scalar_type() == at::kFloat;
@@ -63,7 +69,7 @@ PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor
   }
   for (int64_t k = 0; k < iterations; ++k) {
     H.mm_out(AP, P);  // the one [in,in] x [in,out] product per iteration
-    const double rz_next = cg->step(B, R, P, AP);
+    const double rz_next = sum_over_parts(split, cg->step(B, R, P, AP));
     result.iterations = k + 1;
     if (std::sqrt(rz_next) <= target) break;
     cg->next_direction(P, R);

@@ -6,6 +6,10 @@
 
 #include "alps/core/products.h"
 
+namespace alps::prune {
+struct RowSplit;
+}
+
 namespace alps::prune::detail {
 
 // One CG step per column j of the [in, out] iterates, given AP = Hn P:
@@ -32,9 +36,11 @@ struct PcgResult {
 /// (or zero rows for dead inputs), so the diagonal preconditioner is the identity. Starts from `B` projected onto the
 /// support; stops after `iterations` or once ||masked residual||_F <= tolerance * ||masked Y||_F.
 /// `fused`: on the CPU in fp32, the per-iteration vector work runs as three fused passes (ATen ops otherwise).
-/// `products`: how the products with Hn run (core/products.h; Hn is split once).
+/// `products`: how the products with Hn run (core/products.h; Hn is split once). With `split`, B's columns are one
+/// part of a layer's (alps/prune/row_split.h): the norms of the stopping test are summed over the parts, so every
+/// part stops at the same iteration; the columns' own arithmetic is unchanged.
 PcgResult pcg_masked(const at::Tensor& Hn, const at::Tensor& Y, const at::Tensor& keep, const at::Tensor& B,
                      int64_t iterations, double tolerance, bool fused = true,
-                     Fp32Products products = Fp32Products::kNative);
+                     Fp32Products products = Fp32Products::kNative, const RowSplit* split = nullptr);
 
 }  // namespace alps::prune::detail

@@ -1,4 +1,5 @@
 #include "alps/prune/problem.h"
+#include "alps/prune/row_split.h"
 
 #include <ATen/ATen.h>
 
@@ -125,14 +126,20 @@ void check_gram(const LayerProblem& p, const std::string& what) {
   }
 }
 
+int64_t LayerProblem::total_rows() const { return split ? split->total_rows : rows(); }
+
 double relative_error(const LayerProblem& p, const at::Tensor& W) {
   ALPS_CHECK(W.sizes() == p.W0.sizes(), "relative_error: W is ", shape_str(W), " but the problem's weight is ",
              shape_str(p.W0));
   at::Tensor W0 = p.W0.to(at::kDouble);
   at::Tensor G = p.G.to(at::kDouble);
   at::Tensor delta = W.to(W0.device(), at::kDouble) - W0;  // [out, in]
-  double num = (delta.matmul(G) * delta).sum().item<double>();
-  const double den = (W0.matmul(G) * W0).sum().item<double>();
+  // Both traces, and the terms of the rounding bound below, are sums over rows: a split problem adds its parts'.
+  // (Every part sees the same sums, so all take the same branch below and make the same calls.)
+  const at::Tensor traces =
+      sum_over_parts(p.split.get(), at::stack({(delta.matmul(G) * delta).sum(), (W0.matmul(G) * W0).sum()}).cpu());
+  double num = traces[0].item<double>();
+  const double den = traces[1].item<double>();
   const std::string prefix = "relative error of " + label(p, "");
   ALPS_CHECK(std::isfinite(num) && std::isfinite(den), prefix, " is not finite: tr(dW G dW^T) = ", num,
              ", tr(W0 G W0^T) = ", den, " (non-finite or overflowing weights)");
@@ -142,10 +149,13 @@ double relative_error(const LayerProblem& p, const at::Tensor& W) {
     // >= -g tr(G) (check_gram), so the exact tr(dW G dW^T) >= -g tr(G) ||dW||_F^2; its fp64 evaluation, a sum of
     // out * in products of in-term dot products, adds at most gamma_{out*in+in+1}(2^-53) sum |dW| |G| |dW|.
     const double g = gram_rounding_gamma(p);
-    const double slack =
-        g * G.diagonal().sum().item<double>() * delta.pow(2).sum().item<double>() +
-        gamma(static_cast<double>(delta.numel() + delta.size(1) + 1), std::ldexp(1.0, -53)) *
-            (delta.abs().matmul(G.abs()) * delta.abs()).sum().item<double>();
+    const double numel = static_cast<double>(p.total_rows()) * static_cast<double>(delta.size(1));
+    const at::Tensor terms = sum_over_parts(
+        p.split.get(),
+        at::stack({delta.pow(2).sum(), (delta.abs().matmul(G.abs()) * delta.abs()).sum()}).cpu());
+    const double slack = g * G.diagonal().sum().item<double>() * terms[0].item<double>() +
+                         gamma(numel + static_cast<double>(delta.size(1)) + 1, std::ldexp(1.0, -53)) *
+                             terms[1].item<double>();
     ALPS_CHECK(-num <= slack, prefix, " is negative (", num / den, "): tr(dW G dW^T) = ", num,
                " is below the rounding bound -", slack, "; the gram is not positive semi-definite");
     num = 0;

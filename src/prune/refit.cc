@@ -39,7 +39,9 @@ using detail::damped_gram;
 at::Tensor refit_pcg(const LayerProblem& p, const at::Tensor& W, const PcgOptions& o) {
   const detail::ScaledProblem s = detail::scale_problem(p, o.damp);
   at::Tensor keep = W.ne(0).t().to(at::kFloat).contiguous();                  // [in, out]
-  return s.unscaled(detail::pcg_masked(s.Hn, s.Y, keep, s.scaled(W), o.iterations, o.tolerance).B);
+  return s.unscaled(detail::pcg_masked(s.Hn, s.Y, keep, s.scaled(W), o.iterations, o.tolerance, /*fused=*/true,
+                                       Fp32Products::kNative, p.split.get())
+                        .B);
 }
 
 // One normal-equation solve per row on its own support S: H[S,S] w_S = (W0 H)[S] (the gradient of

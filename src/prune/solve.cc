@@ -13,6 +13,7 @@
 #include "alps/core/log.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
+#include "alps/prune/row_split.h"
 
 namespace alps::prune {
 
@@ -31,10 +32,16 @@ void solve_timed(const Method& method, const LayerProblem& problem, const Patter
   r.W = r.solution.W;
 }
 
-// The final W against the pattern (alps::Error if violated), and its fraction of zeros.
-void check_and_measure(const Method& method, const Pattern& pattern, LayerResult& r) {
-  ALPS_CHECK(satisfies(r.W, pattern), method.name(), " output violates the pattern ", pattern.str());
-  r.sparsity = r.W.eq(0).sum().item<double>() / static_cast<double>(r.W.numel());
+// The final W against the pattern (alps::Error if violated), and its fraction of zeros: the whole layer's when the
+// problem is a part of it (N:M groups lie within a row; the unstructured count is the layer's).
+void check_and_measure(const Method& method, const LayerProblem& problem, const Pattern& pattern, LayerResult& r) {
+  const RowSplit* split = problem.split.get();
+  const int64_t in = r.W.size(1), total = problem.total_rows() * in;
+  const int64_t zeros = sum_over_parts(split, r.W.eq(0).sum().item<int64_t>());
+  const bool ok = pattern.is_n_m() ? sum_over_parts(split, int64_t{satisfies(r.W, pattern) ? 0 : 1}) == 0
+                                   : zeros >= least_zeros(pattern, problem.total_rows(), in);
+  ALPS_CHECK(ok, method.name(), " output violates the pattern ", pattern.str());
+  r.sparsity = static_cast<double>(zeros) / static_cast<double>(total);
 }
 }  // namespace
 
@@ -57,6 +64,8 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
   check_problem(problem, source.empty() ? std::string(method.name()) : source);
   if (!problem.gram_checked) check_gram(problem, source);
   const double check_seconds = finish_and_time(problem.W0, t0);
+  ALPS_CHECK(problem.split == nullptr || method.splits_rows(), method.name(),
+             " cannot solve a part of a layer's rows (only methods whose rows couple through sums can)");
   LayerResult r;
   solve_timed(method, problem, pattern, r);
   const auto e0 = std::chrono::steady_clock::now();
@@ -69,7 +78,7 @@ LayerResult solve_layer(const Method& method, const LayerProblem& problem, const
     r.refine_seconds = finish_and_time(r.W, start);
     r.rel_error_refined = relative_error(problem, r.W);
   }
-  check_and_measure(method, pattern, r);
+  check_and_measure(method, problem, pattern, r);
   return r;
 }
 
@@ -78,7 +87,7 @@ LayerResult solve_layer_without_statistics(const Method& method, const LayerProb
   check_weight(problem, std::string(method.name()));
   LayerResult r;
   solve_timed(method, problem, pattern, r);
-  check_and_measure(method, pattern, r);
+  check_and_measure(method, problem, pattern, r);
   return r;
 }
 

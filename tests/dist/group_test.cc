@@ -93,6 +93,38 @@ TEST(Group, ReducesBroadcastsAndGathersWhatEachRankHolds) {
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
+// Groups of some ranks (the parts of a linear solved across ranks): collectives among the members only, two groups
+// used at once from two threads of one rank, while a non-member goes on with its own work.
+TEST(Group, SubgroupsSumAmongTheirMembersOnly) {
+  const int world = 3;
+  const auto errors = on_ranks(world, [&](Group& g) {
+    const int r = g.rank();
+    std::unique_ptr<Group> a, b;
+    if (r != 1) a = g.subgroup({0, 2}, "a");
+    if (r != 0) b = g.subgroup({1, 2}, "b");
+    auto sums = [&](Group* sub, int64_t expected) {
+      if (sub == nullptr) return;
+      EXPECT_EQ(sub->size(), 2);
+      for (int i = 0; i < 20; ++i) {
+        at::Tensor t = at::full({3}, int64_t{r + 1} * (i + 1), at::kLong);
+        sub->all_reduce_sum(t, "summing in a subgroup");
+        EXPECT_TRUE(t.equal(at::full({3}, expected * (i + 1), at::kLong)));
+      }
+    };
+    std::thread other([&] { sums(b.get(), 2 + 3); });
+    sums(a.get(), 1 + 3);
+    other.join();
+    if (r == 2) {
+      EXPECT_EQ(a->rank(), 1);
+      EXPECT_EQ(b->rank(), 1);
+    }
+    EXPECT_EQ(g.all_gather("after", "gathering"), std::vector<std::string>(3, "after"));  // the world still works
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  auto one = single_process();
+  EXPECT_EQ(one->subgroup({0}, "x")->size(), 1);
+}
+
 TEST(Group, AgreeStopsEveryRankNamingTheOneThatFailed) {
   const auto errors = on_ranks(3, [](Group& g) {
     // Rank 1 failed its step: it rethrows its own error; the others stop naming it.

@@ -109,11 +109,20 @@ TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
   const std::vector<std::string> alps = {"--method", "alps", "--sparsity", "0.5"};
   const json ref = run(dir / "alps-1", alps);
   const double spread = mean_relative_difference(run(dir / "alps-b1", with(alps, {"--batch-size", "1"})), ref);
+  // --dist-split all: every linear's rows solved in parts, one per rank, the parts adding their sums at every
+  // iteration (tests/prune/row_split_test.cc: the same solution to rounding); the same bound.
   for (const std::string n : {"2", "3"}) {
-    const json rep = run(dir / ("alps-" + n), with(alps, {"--nproc", n}));
-    EXPECT_LE(mean_relative_difference(rep, ref), 3 * std::max(spread, 1e-4)) << "world size " << n;
-    for (size_t i = 0; i < ref.at("layers").size(); ++i)
-      EXPECT_EQ(rep.at("layers")[i].at("sparsity"), ref.at("layers")[i].at("sparsity"));
+    for (const std::string split : {"auto", "all"}) {
+      SCOPED_TRACE("world size " + n + ", --dist-split " + split);
+      const json rep = run(dir / ("alps-" + n + split), with(alps, {"--nproc", n, "--dist-split", split}));
+      EXPECT_LE(mean_relative_difference(rep, ref), 3 * std::max(spread, 1e-4));
+      for (size_t i = 0; i < ref.at("layers").size(); ++i) {
+        const json& layer = rep.at("layers")[i];
+        EXPECT_EQ(layer.at("sparsity"), ref.at("layers")[i].at("sparsity"));
+        if (split == "all") EXPECT_EQ(layer.at("parts"), std::stoi(n)) << layer.at("name");
+      }
+      if (split == "all") EXPECT_GT(rep.at("extra").at("distributed").at("bytes_per_block").at("within_parts"), 0);
+    }
   }
 }
 

@@ -36,6 +36,11 @@ class Group {
   virtual void wait_for(const std::vector<std::string>& keys, const std::string& what) = 0;
   /// Tells the other ranks, best effort, why this rank stops: their errors then name it.
   virtual void announce_failure(const std::string& why) = 0;
+  /// A group of this group's ranks `members` (sorted, this rank among them), numbered 0 .. n - 1 in that order, for
+  /// collectives only they make (the parts of a linear solved across ranks), on the same store and backend. Only the
+  /// members call it, each with the same members and `name` (which tells apart groups of the same members); it
+  /// returns once every member has opened it. A rank opens its groups in one order that all ranks agree on.
+  virtual std::unique_ptr<Group> subgroup(const std::vector<int>& members, const std::string& name) = 0;
 
   /// Every rank's `t` becomes the sum over the ranks, the same bits on all (a reduce to 0, then its broadcast).
   void all_reduce_sum(at::Tensor& t, const std::string& what);

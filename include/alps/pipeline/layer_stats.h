@@ -34,11 +34,16 @@ class LayerStats {
   /// Sums every rank's statistics (of its share of the windows) into `owner`'s: G, the sums and T, each reduced in
   /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them.
   void reduce_to(dist::Group& group, int owner, const std::string& what);
+  /// The statistics of `members`' rank 0 (the owner after reduce_to) to every member: the ranks that solve parts of
+  /// this input's linears (rank_plan.h) each solve with the whole layer's.
+  void share_among(dist::Group& members, const std::string& what);
   /// What the solves of the linears reading this input share (their G is this one).
   const std::shared_ptr<prune::SharedFactors>& shared_factors() const { return shared_; }
 
  private:
   std::shared_ptr<prune::SharedFactors> shared_ = std::make_shared<prune::SharedFactors>();
+  int64_t in_;
+  at::TensorOptions options_;  // G's; the sums are fp64 on its device
   at::Tensor G_;    // [in, in]; add() accumulates its lower triangle (a syrk: half the flops of a product)
   mutable bool upper_stale_ = false;  // gram() copies the lower triangle over when set
   at::Tensor sum_;  // [in], fp64

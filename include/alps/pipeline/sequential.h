@@ -7,6 +7,7 @@
 #include <string>
 
 #include "alps/dist/group.h"
+#include "alps/pipeline/rank_plan.h"
 #include "alps/pipeline/recipe.h"
 #include "alps/report/report.h"
 
@@ -25,6 +26,8 @@ struct PruneJob {
   /// A distributed run's backend and timeout (--dist-backend, --dist-timeout); whether the run is one is read from
   /// the launch variables (dist/launch.h).
   dist::GroupOptions dist;
+  /// Whether a distributed run solves a linear's rows on several ranks (--dist-split; rank_plan.h).
+  SplitRule dist_split = SplitRule::kAuto;
 };
 
 /// Runs the job after checking everything that can be checked before any work (recipe, pattern against every

@@ -33,6 +33,10 @@ class Method {
   /// Whether solve() reads the calibration statistics (G, mean, tokens); a method that reads only W0 is given a
   /// problem without them when the run has no calibration data.
   virtual bool needs_statistics() const { return true; }
+  /// Whether solve() accepts a problem holding some rows of the weight (LayerProblem::split), solving them together
+  /// with the processes that hold the others: the same solution as one process solving the whole weight, to the
+  /// rounding of the sums the parts add up.
+  virtual bool splits_rows() const { return false; }
 };
 
 /// Solution::stats on one line: "iterations 33, rho 0.717" (integers as they are, other numbers to 3 digits).

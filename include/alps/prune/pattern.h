@@ -55,5 +55,7 @@ class Pattern {
 /// any method's granularity produces (per-layer methods zero floor(s * out * in) >= that); unstructured_count: at
 /// least its count.
 bool satisfies(const at::Tensor& W, const Pattern& pattern);
+/// The unstructured part of that rule: the fewest zeros an [out, in] weight may have (0 for N:M).
+int64_t least_zeros(const Pattern& pattern, int64_t out, int64_t in);
 
 }  // namespace alps::prune

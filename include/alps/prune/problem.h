@@ -12,6 +12,7 @@
 namespace alps::prune {
 
 class SharedFactors;  // shared_factors.h
+struct RowSplit;       // row_split.h
 
 /// (W0, G, mean, T); the file form is safetensors `weight`, `gram`, optional `mean` and `sequence_mean_sq`,
 /// metadata `tokens`, optional `sequences` and `name` (docs/formats.md).
@@ -32,8 +33,12 @@ struct LayerProblem {
   bool gram_checked = false;
   /// Shared by the problems of linears that read one input (same G), when the caller groups them; may be null.
   std::shared_ptr<SharedFactors> shared;
+  /// Set when W0 holds only some rows of the weight and other processes solve the rest at once (row_split.h); the
+  /// statistics are the whole layer's. Only methods whose splits_rows() is true accept such a problem.
+  std::shared_ptr<const RowSplit> split;
 
-  int64_t rows() const { return W0.size(0); }  ///< out
+  int64_t rows() const { return W0.size(0); }  ///< out (of this part, when split)
+  int64_t total_rows() const;                   ///< out of the whole weight
   int64_t cols() const { return W0.size(1); }  ///< in
 };
 
@@ -58,7 +63,8 @@ void check_gram(const LayerProblem& problem, const std::string& what = "");
 /// T is too large for any bound).
 double gram_rounding_gamma(const LayerProblem& problem);
 
-/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G. A non-finite result
+/// err(W) = tr((W - W0) G (W - W0)^T) / tr(W0 G W0^T) in fp64 with the undamped G (both traces summed over the
+/// parts of a split problem: the whole layer's error, the same on every part). A non-finite result
 /// or a negative one beyond the rounding bound is an alps::Error; a negative one within it is 0.
 double relative_error(const LayerProblem& problem, const at::Tensor& W);
 

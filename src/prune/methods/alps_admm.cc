@@ -23,6 +23,7 @@
 #include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
+#include "alps/prune/row_split.h"
 #include "alps/prune/shared_factors.h"
 
 namespace alps::prune {
@@ -158,7 +159,10 @@ Alps::Alps(AlpsOptions options) : options_(options) {
 
 Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const {
   check_problem(problem, "alps");
-  pattern.check_shape(problem.rows(), problem.cols());
+  pattern.check_shape(problem.total_rows(), problem.cols());
+  // A part of a split layer (row_split.h): its columns of B are iterated here, the layer-wide decisions (the
+  // unstructured projection's cut, s_t, PCG's stopping test) are taken on sums over the parts.
+  const RowSplit* split = problem.split.get();
   const auto& o = options_;
   Solution sol;
   if (pattern.is_dense()) {
@@ -220,8 +224,8 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   if (problem.shared && shared == nullptr)
     problem.shared->store(key, cholesky ? std::vector<at::Tensor>{Hn, s.d} : std::vector<at::Tensor>{Hn, s.d, L, Q});
   const double eigh_seconds = seconds_since(t0);
-  const int64_t kept = B0.numel() - pattern.zeros_total(out, in);
-  auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused);      // D0 = P(B0), V0 = 0
+  const int64_t kept = problem.total_rows() * in - pattern.zeros_total(problem.total_rows(), in);
+  auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused, split);  // D0 = P(B0), V0 = 0
   at::Tensor B = B0.clone();
   at::Tensor Minv, Qs, T;
   Fp32Matrix Minv_op;  // Minv as a product operand (split once per rho)
@@ -289,7 +293,7 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     iterates->project_and_update_dual(B, rho);  // D = P(B + V / rho), V = V + rho (B - D)
     t_project += std::chrono::duration<double>(mark() - tb).count();
     if ((it + 1) % o.check_every != 0) continue;
-    const int64_t changed = iterates->support_changes();
+    const int64_t changed = sum_over_parts(split, iterates->support_changes());
     const auto action = schedule.check(it, changed, kept);
     spdlog::trace("alps: iteration {} support change {} / {} rho {} -> {}", it + 1, changed, kept, rho,
                   schedule.rho());
@@ -303,11 +307,11 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
   const double admm_seconds = seconds_since(t0) - eigh_seconds;
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
-  at::Tensor keep = detail::project_keep(B, pattern).to(at::kFloat).contiguous();
+  at::Tensor keep = detail::project_keep(B, pattern, split).to(at::kFloat).contiguous();
   factor.reset();  // the B-update's operands leave room for PCG's (a split Hn on a GPU)
   Minv_op = Fp32Matrix();
   Qm = Qtm = Fp32Matrix();
-  auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused, products);
+  auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused, products, split);
   const char* update = cholesky ? "cholesky" : explicit_inverse ? "explicit" : "eigenbasis";
   sol.stats = {{"iterations", it},
                {"rho", rho},

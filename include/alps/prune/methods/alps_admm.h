@@ -66,6 +66,7 @@ class Alps final : public Method {
   std::string_view name() const override { return "alps"; }
   /// Solution::iterations = ADMM iterations run, rho = final rho, factorizations = 1 (one eigendecomposition).
   Solution solve(const LayerProblem& problem, const Pattern& pattern) const override;
+  bool splits_rows() const override { return true; }
 
  private:
   AlpsOptions options_;
