@@ -38,6 +38,10 @@
 #   dist1    (not in the default steps) prune7b's run again as a distributed run of one rank over NCCL (RANK=0,
 #            WORLD_SIZE=1: the rendezvous, the communicator, the reductions and broadcasts to oneself) beside the plain
 #            run, both timed here: the distributed code's overhead (target under 5%) and the same checkpoint (150 s)
+#   split2   (not in the default steps) prune7b's run as two ranks sharing the one GPU over Gloo with every linear's
+#            rows split in two (--dist-split all) beside one process: the split's arithmetic on a GPU (the projection's
+#            histograms, the parts' sums through the host), the layer errors side by side and what the sums cost;
+#            two ranks on one GPU gain nothing, so no speedup is expected (240 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
 #            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (200 s)
 # A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
@@ -254,6 +258,36 @@ dist1() {
   fi
 }
 
+# Two ranks on one GPU (Gloo: NCCL needs a GPU per rank), every linear split in two, against one process on
+# prune7b's checkpoint. --device cuda:0 for both ranks (cuda alone would mean cuda:LOCAL_RANK).
+split2() {
+  make_checkpoint "$scratch/prune7b" "$blocks7b" "$ckpt7b" || return 1
+  local who start end flags dev=$device
+  [ "$dev" = cuda ] && dev=cuda:0
+  for who in plain split2; do
+    flags=()
+    [ "$who" = split2 ] && flags=(--nproc 2 --dist-backend gloo --dist-split all)
+    start=$(date +%s.%N)
+    "$alps" prune --model "$scratch/prune7b" --out "$scratch/split-$who" --overwrite --method alps --sparsity 0.7 \
+      --calib c4 --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$dev" --json \
+      "${flags[@]}" > "$logs/split2-$who.json" || return 1
+    end=$(date +%s.%N)
+    echo "split2: $who $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }') s wall clock"
+  done
+  py - "$logs/split2-plain.json" "$logs/split2-split2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+d = [abs(x["rel_error"] - y["rel_error"]) / x["rel_error"] for x, y in zip(a["layers"], b["layers"])]
+parts = sorted({l.get("parts", 1) for l in b["layers"]})
+print("split2: layer errors, mean relative difference %.4f, largest %.4f; parts %s; mean error %.6f / %.6f"
+      % (sum(d) / len(d), max(d), parts, sum(x["rel_error"] for x in a["layers"]) / len(d),
+         sum(x["rel_error"] for x in b["layers"]) / len(d)))
+print("split2: solve %.2f s / %.2f s; bytes per block and rank within the parts %d"
+      % (a["phase_seconds"]["solve"], b["phase_seconds"]["solve"],
+         b["extra"]["distributed"]["bytes_per_block"]["within_parts"]))
+PY
+}
+
 # The 7B-shaped run again with the debug log: the statistics pass split into forward and updates, each layer's
 # problem, checks, solve, error and download, ALPS's factorization / ADMM / PCG (each waits for the device, so the
 # phases are a little longer than without it).
@@ -285,7 +319,7 @@ export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen
   blocks7b compare_streams flags70b full7b streams70b \
   BASELINE_ALPS=${BASELINE_ALPS:-}
 export -f py machine trsm products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
-  baseline dist1
+  baseline dist1 split2
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
@@ -300,6 +334,7 @@ for s in $steps; do
     profile7b) run_step profile7b 120 profile7b ;;
     baseline) run_step baseline 200 baseline ;;
     dist1) run_step dist1 150 dist1 ;;
+    split2) run_step split2 240 split2 ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -392,6 +427,10 @@ if os.path.exists(dist1_log):
         p = os.path.join(logs, f"dist1-{who}.json")
         if os.path.exists(p) and os.path.getsize(p) > 0:
             print(f"\n{who} phases: " + json.dumps(json.load(open(p)).get("phase_seconds", {})))
+split2_log = os.path.join(logs, "split2.log")
+if os.path.exists(split2_log):
+    print("\n## Two ranks on one GPU, every linear split in two, against one process\n\n" +
+          "\n".join("- " + l.strip() for l in open(split2_log) if l.startswith("split2:")))
 for method in ("sparsegpt", "wanda"):
     docs = {}
     for who in ("baseline", "this"):
