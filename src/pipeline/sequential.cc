@@ -673,7 +673,6 @@ class PruneRun {
       auto split = std::make_shared<prune::RowSplit>();
       split->part = part->index;
       split->parts = part->parts;
-      split->first_row = first;
       split->total_rows = W0.size(0);
       const std::string what = fmt::format("solving block {}/{} {} in {} parts", b + 1, rep_.blocks_total, linear,
                                            part->parts);

@@ -26,11 +26,10 @@ class ThreadedParts {
  public:
   explicit ThreadedParts(int parts) : parts_(parts), slots_(static_cast<size_t>(parts)) {}
 
-  std::shared_ptr<const RowSplit> split(int part, int64_t first_row, int64_t total_rows) {
+  std::shared_ptr<const RowSplit> split(int part, int64_t total_rows) {
     auto s = std::make_shared<RowSplit>();
     s->part = part;
     s->parts = parts_;
-    s->first_row = first_row;
     s->total_rows = total_rows;
     s->sum = [this, part](at::Tensor& t) { sum(part, t); };
     return s;
@@ -97,7 +96,7 @@ TEST(RowSplit, SelectionAcrossPartsIsTheWholeSelection) {
         on_parts(parts, [&](int p) {
           const auto [first, n] = rows_of(numel, p, parts);
           keep[static_cast<size_t>(p)] =
-              detail::keep_largest_parts(score.slice(0, first, first + n), zeros, *tp.split(p, first, numel));
+              detail::keep_largest_parts(score.slice(0, first, first + n), zeros, *tp.split(p, numel));
         });
         const at::Tensor joined = at::cat(keep);
         // Reference: a stable ascending sort; the first `zeros` positions are pruned.
@@ -138,7 +137,7 @@ TEST(RowSplit, AlpsPartsSolveTheWholeLayer) {
           const auto [first, n] = rows_of(whole.rows(), p, parts);
           LayerProblem part = whole;
           part.W0 = whole.W0.slice(0, first, first + n);
-          part.split = tp.split(p, first, whole.rows());
+          part.split = tp.split(p, whole.rows());
           r[static_cast<size_t>(p)] = solve_layer(*method, part, pattern, Refine::kNone);
         });
         std::vector<at::Tensor> rows;
@@ -161,7 +160,7 @@ TEST(RowSplit, MethodsThatCannotSplitRefuseAPart) {
   LayerProblem part = whole;
   part.W0 = whole.W0.slice(0, 0, 16);
   ThreadedParts tp(1);
-  part.split = tp.split(0, 0, 32);
+  part.split = tp.split(0, 32);
   EXPECT_THROW(solve_layer(*make_method("sparsegpt", nlohmann::json::object()), part, Pattern::unstructured(0.5),
                            Refine::kNone),
                Error);

@@ -14,7 +14,6 @@ namespace alps::prune {
 struct RowSplit {
   int part = 0;            ///< this part, 0 .. parts - 1 (the parts hold consecutive rows in part order)
   int parts = 1;
-  int64_t first_row = 0;   ///< this part's first row of the whole weight
   int64_t total_rows = 0;  ///< the whole weight's rows
   /// Replaces `t` (int64 or fp64, any device) by its sum over the parts, the same bits on every part.
   std::function<void(at::Tensor&)> sum;
