@@ -126,8 +126,9 @@ void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> a
       ->capture_default_str()
       ->check(one_of({"auto", "gloo", "nccl"}));
   cmd->add_option("--dist-split", a->dist_split,
-                  "Distributed runs: solve a linear's rows on several ranks where the cost model says the block "
-                  "ends sooner (auto), never (off), or for every linear whose method can, over every rank (all)")
+                  "Distributed runs: solve a linear's rows on several GPU ranks where the cost model says the block "
+                  "ends sooner (auto), never (off), or for every linear whose method can, over every rank, CPUs "
+                  "included (all)")
       ->capture_default_str()
       ->check(one_of({"auto", "off", "all"}));
   cmd->add_option("--dist-timeout", a->dist_timeout,

@@ -12,6 +12,7 @@
 #endif
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "alps/core/error.h"
@@ -36,6 +37,10 @@ using CollectiveGroup = c10d::ProcessGroup;
 // the backend and its transport.
 struct Connection {
   c10::intrusive_ptr<c10d::Store> store;
+  // Another connection to that store: a store client serves one thread at a time (libtorch 1.13's deadlocks when two
+  // threads share it), and a group of some ranks opens, and NCCL later makes its communicator, on whichever thread
+  // uses it while the state writer waits on `store` for the ranks' shards.
+  std::function<c10::intrusive_ptr<c10d::Store>()> connect;
   std::string backend;
   std::chrono::seconds timeout;
   c10::Device comm_device{c10::kCPU};
@@ -48,22 +53,23 @@ class C10dGroup final : public Group {
  public:
   // The ranks `members` (world ranks, sorted) of the run, as ranks 0 .. n - 1, their process group opened under
   // `prefix` in the store.
-  C10dGroup(std::shared_ptr<const Connection> c, std::vector<int> members, const std::string& prefix)
-      : c_(std::move(c)), members_(std::move(members)) {
+  C10dGroup(std::shared_ptr<const Connection> c, c10::intrusive_ptr<c10d::Store> store, std::vector<int> members,
+            const std::string& prefix)
+      : c_(std::move(c)), store_(std::move(store)), members_(std::move(members)) {
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), c_->world_rank) - members_.begin());
     size_ = static_cast<int>(members_.size());
     ALPS_CHECK(rank_ < size_, "rank ", c_->world_rank, " is not a member of the group ", prefix);
-    const auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, c_->store);
+    const auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
     try {
       if (c_->backend == "gloo") {
         auto opts = c10d::ProcessGroupGloo::Options::create(c_->timeout);
         opts->devices = c_->gloo_devices;
-        group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, size_, opts);
+        group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank_, size_, opts);
       } else {
 #ifdef ALPS_HAVE_NCCL
         auto opts = c10d::ProcessGroupNCCL::Options::create();
         opts->timeout = c_->timeout;
-        group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, size_, opts);
+        group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank_, size_, opts);
 #else
         ALPS_FAIL("this alps was built without NCCL");
 #endif
@@ -87,7 +93,7 @@ class C10dGroup final : public Group {
     for (int m : members) world.push_back(members_.at(static_cast<size_t>(m)));
     std::string prefix = "sub/" + name;
     for (int m : world) prefix += "/" + std::to_string(m);
-    return std::make_unique<C10dGroup>(c_, std::move(world), prefix);
+    return std::make_unique<C10dGroup>(c_, c_->connect(), std::move(world), prefix);
   }
 
   void reduce_sum(at::Tensor& t, int owner, const std::string& what) override {
@@ -115,7 +121,7 @@ class C10dGroup final : public Group {
 
   void publish(const std::string& key) override {
     try {
-      c_->store->set(key, std::vector<uint8_t>{1});
+      store_->set(key, std::vector<uint8_t>{1});
     } catch (const std::exception& e) {
       fail("marking " + key + " in the store", e);
     }
@@ -123,7 +129,7 @@ class C10dGroup final : public Group {
 
   void wait_for(const std::vector<std::string>& keys, const std::string& what) override {
     try {
-      c_->store->wait(keys, c_->timeout);
+      store_->wait(keys, c_->timeout);
     } catch (const std::exception& e) {
       fail(what, e);
     }
@@ -131,9 +137,9 @@ class C10dGroup final : public Group {
 
   void announce_failure(const std::string& why) override {
     try {
-      if (c_->store->check({"failed"})) return;  // the first rank's reason is the one to give
+      if (store_->check({"failed"})) return;  // the first rank's reason is the one to give
       const std::string text = "rank " + std::to_string(c_->world_rank) + ": " + why;
-      c_->store->set("failed", std::vector<uint8_t>(text.begin(), text.end()));
+      store_->set("failed", std::vector<uint8_t>(text.begin(), text.end()));
     } catch (const std::exception&) {
       // The store's host (rank 0) may be gone already: the others see the broken connection instead.
     }
@@ -153,8 +159,8 @@ class C10dGroup final : public Group {
   [[noreturn]] void fail(const std::string& what, const std::exception& e) {
     std::string why;
     try {
-      if (c_->store->check({"failed"})) {
-        const auto v = c_->store->get("failed");
+      if (store_->check({"failed"})) {
+        const auto v = store_->get("failed");
         why = std::string(v.begin(), v.end());
       }
     } catch (const std::exception&) {
@@ -167,6 +173,7 @@ class C10dGroup final : public Group {
   }
 
   std::shared_ptr<const Connection> c_;
+  c10::intrusive_ptr<c10d::Store> store_;  // this group's own connection (markers, failure reasons)
   std::vector<int> members_;  // world ranks, in this group's rank order
   int rank_ = 0, size_ = 1;
   c10::intrusive_ptr<CollectiveGroup> group_;
@@ -206,8 +213,16 @@ std::shared_ptr<const Connection> meet(const Launch& l, const c10::Device& devic
   o.timeout = timeout;
   try {
     // Under a prefix of this start's own: a store torchrun's agent serves outlives restarts of the workers.
-    c->store = c10::make_intrusive<c10d::PrefixStore>("alps/" + std::to_string(l.restart),
-                                                      c10::make_intrusive<c10d::TCPStore>(l.master_addr, o));
+    const std::string root = "alps/" + std::to_string(l.restart);
+    c->store = c10::make_intrusive<c10d::PrefixStore>(root, c10::make_intrusive<c10d::TCPStore>(l.master_addr, o));
+    c->connect = [addr = l.master_addr, port = o.port, timeout, root]() -> c10::intrusive_ptr<c10d::Store> {
+      c10d::TCPStoreOptions client;
+      client.port = port;
+      client.isServer = false;
+      client.waitWorkers = false;
+      client.timeout = timeout;
+      return c10::make_intrusive<c10d::PrefixStore>(root, c10::make_intrusive<c10d::TCPStore>(addr, client));
+    };
     c->store->set("rank/" + std::to_string(l.rank), std::vector<uint8_t>{1});
     std::vector<std::string> ranks;
     for (int r = 0; r < l.world_size; ++r) ranks.push_back("rank/" + std::to_string(r));
@@ -241,7 +256,8 @@ std::unique_ptr<Group> join(const Launch& launch, const c10::Device& device, con
 #endif
   std::vector<int> everyone(static_cast<size_t>(launch.world_size));
   std::iota(everyone.begin(), everyone.end(), 0);
-  auto group = std::make_unique<C10dGroup>(meet(launch, device, backend, options.timeout), everyone, "group");
+  const auto connection = meet(launch, device, backend, options.timeout);
+  auto group = std::make_unique<C10dGroup>(connection, connection->store, everyone, "group");
   // NCCL cannot serve two ranks on one GPU: say so before any work rather than hang in the first collective.
   group->set_places(group->all_gather(host_name() + " " + device.str(), "comparing the ranks' devices"));
   const auto all = group->places();

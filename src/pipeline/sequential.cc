@@ -329,7 +329,7 @@ class PruneRun {
     // (rank_plan.h), the ranks chosen by cost.
     std::vector<std::vector<int>> ranks(jobs.size(), std::vector<int>{0});
     if (group_.size() > 1) {
-      ranks = plan_ranks(solve_work(jobs, costs), group_.size(), job_.dist_split);
+      ranks = plan_ranks(solve_work(jobs, costs), group_.size(), split_rule());
       open_part_groups(costs, ranks);
       if (plan_.needs_calibration) reduce_statistics(b, jobs, linears, costs, ranks, stats);
     }
@@ -491,6 +491,14 @@ class PruneRun {
         c.group[li] = group_of.emplace(&stats.at(linears[li]), static_cast<int>(li)).first->second;
     }
     return c;
+  }
+
+  // auto splits on GPUs only: its cost model comes from an H100's phases, where a part's meeting with the others
+  // (tens of microseconds) is nothing beside a large linear's iteration. On a CPU the parts run the unfused iterates
+  // and meet through Gloo on the cores that solve: splitting every linear over two processes took 1.6x as long
+  // (docs/distributed.md); --dist-split all still splits there.
+  SplitRule split_rule() const {
+    return job_.dist_split == SplitRule::kAuto && !plan_.device.is_cuda() ? SplitRule::kOff : job_.dist_split;
   }
 
   // The plan's view of the block (rank_plan.h).

@@ -119,7 +119,8 @@ TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
       for (size_t i = 0; i < ref.at("layers").size(); ++i) {
         const json& layer = rep.at("layers")[i];
         EXPECT_EQ(layer.at("sparsity"), ref.at("layers")[i].at("sparsity"));
-        if (split == "all") EXPECT_EQ(layer.at("parts"), std::stoi(n)) << layer.at("name");
+        // auto splits on GPUs only (a split measured 1.6x slower on CPUs: docs/distributed.md).
+        EXPECT_EQ(layer.value("parts", 1), split == "all" ? std::stoi(n) : 1) << layer.at("name");
       }
       if (split == "all") EXPECT_GT(rep.at("extra").at("distributed").at("bytes_per_block").at("within_parts"), 0);
     }

@@ -9,8 +9,9 @@
 
 namespace alps::pipeline {
 
-/// --dist-split: auto splits a group over ranks where the cost model says the block's solves end sooner; off never
-/// splits; all splits every group whose method can over every rank (or as many as it has rows).
+/// --dist-split: auto splits a group over ranks where the cost model says the block's solves end sooner (the
+/// pipeline asks for it on GPUs only); off never splits; all splits every group whose method can over every rank (or
+/// as many as it has rows).
 enum class SplitRule { kAuto, kOff, kAll };
 SplitRule parse_split_rule(std::string_view text);
 
