@@ -106,7 +106,8 @@ TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
   // ALPS's support comes out of a nonconvex ADMM path that rounding-level changes send to other local solutions
   // (tests/prune/methods_test.cc). Its reference spread: one process with another batch size, which changes only
   // the rounding of the forward passes and the statistics. Two and three ranks must land within three times it.
-  const std::vector<std::string> alps = {"--method", "alps", "--sparsity", "0.5"};
+  // A bound on every wait between ranks, so that a fault in the parts' meetings fails here instead of hanging.
+  const std::vector<std::string> alps = {"--method", "alps", "--sparsity", "0.5", "--dist-timeout", "300"};
   const json ref = run(dir / "alps-1", alps);
   const double spread = mean_relative_difference(run(dir / "alps-b1", with(alps, {"--batch-size", "1"})), ref);
   // --dist-split all: every linear's rows solved in parts, one per rank, the parts adding their sums at every
