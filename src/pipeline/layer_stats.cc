@@ -13,7 +13,7 @@ LayerStats::LayerStats(int64_t in_features, c10::Device device, c10::ScalarType 
     : in_(in_features),
       options_(at::TensorOptions().device(device).dtype(dtype)),
       G_(at::zeros({in_features, in_features}, options_)),
-      sum_(at::zeros({in_features}, at::TensorOptions().device(device).dtype(at::kDouble))),
+      sum_(at::zeros({in_features}, options_.dtype(at::kDouble))),
       sequence_sq_(at::zeros_like(sum_)) {}
 
 void LayerStats::add(const at::Tensor& x) {

@@ -522,19 +522,19 @@ class PruneRun {
       const std::vector<int>& rs = ranks[li];
       if (rs.size() < 2 || c.group[li] != static_cast<int>(li)) continue;  // whole, or not the group's first linear
       if (std::find(rs.begin(), rs.end(), group_.rank()) == rs.end()) continue;
-      std::vector<int> members = rs;
-      std::sort(members.begin(), members.end());
-      const std::string name = "linear" + std::to_string(li);
-      auto& g = part_groups_[{name, members}];
-      if (g == nullptr) g = group_.subgroup(members, name);
+      const auto key = part_group_key(c, ranks, li);
+      auto& g = part_groups_[key];
+      if (g == nullptr) g = group_.subgroup(key.second, key.first);
     }
   }
 
-  // The group of the ranks that solve linear li in parts.
-  dist::Group& part_group(const SolveCosts& c, const std::vector<std::vector<int>>& ranks, size_t li) const {
+  // The name and the members (in rank order) of the group of ranks that solve linear li in parts.
+  std::pair<std::string, std::vector<int>> part_group_key(const SolveCosts& c,
+                                                          const std::vector<std::vector<int>>& ranks,
+                                                          size_t li) const {
     std::vector<int> members = ranks[li];
     std::sort(members.begin(), members.end());
-    return *part_groups_.at({"linear" + std::to_string(c.group[li]), members});
+    return {"linear" + std::to_string(c.group[li]), std::move(members)};
   }
 
   // This rank's part of linear li when several ranks solve it (nullopt: solved whole, or by other ranks only).
@@ -547,7 +547,8 @@ class PruneRun {
     if (rs.size() < 2) return std::nullopt;
     const auto it = std::find(rs.begin(), rs.end(), group_.rank());
     if (it == rs.end()) return std::nullopt;
-    return Part{static_cast<int>(it - rs.begin()), static_cast<int>(rs.size()), &part_group(c, ranks, li)};
+    return Part{static_cast<int>(it - rs.begin()), static_cast<int>(rs.size()),
+                part_groups_.at(part_group_key(c, ranks, li)).get()};
   }
 
   // This rank's linears (or parts of them) split among plan_.solve_streams concurrent lists
@@ -572,7 +573,7 @@ class PruneRun {
     return lists;
   }
 
-  // Every rank's statistics of the block's windows summed into the first rank that solves each group of linears, in
+  // Every rank's statistics of the block's windows summed into the lowest rank that solves each group of linears, in
   // block order, and from it to the others that solve parts of them.
   void reduce_statistics(int64_t b, const std::vector<LayerJob>& jobs, const std::vector<std::string>& linears,
                          const SolveCosts& c, const std::vector<std::vector<int>>& ranks, BlockStats& stats) {
@@ -583,9 +584,7 @@ class PruneRun {
       if (jobs[li].skip) continue;
       LayerStats& s = stats.at(linears[li]);
       if (!done.insert(&s).second) continue;
-      std::vector<int> members = ranks[li];
-      std::sort(members.begin(), members.end());
-      s.reduce_to(group_, members.front(), step());
+      s.reduce_to(group_, *std::min_element(ranks[li].begin(), ranks[li].end()), step());
       if (const auto part = part_of(c, ranks, li)) s.share_among(*part->members, step());
     }
     synchronize(plan_.device);

@@ -10,6 +10,7 @@
 #include "alps/core/error.h"
 #include "alps/prune/row_split.h"
 #include "prune/kernels/cpu_kernels.h"
+#include "prune/kernels/select_cpu.h"
 
 namespace alps::prune::detail {
 
@@ -113,10 +114,7 @@ at::Tensor keep_largest_parts(const at::Tensor& score, int64_t zeros, const RowS
                        .to(at::kCPU, at::kLong)
                        .contiguous();
     split.sum(h);
-    const int64_t* count = h.data_ptr<int64_t>();
-    int64_t bin = 0;
-    while (below + count[bin] <= zeros && bin < bins - 1) below += count[bin++];
-    prefix = (prefix << width) | bin;
+    prefix = (prefix << width) | cut_digit(h.data_ptr<int64_t>(), bins, zeros, below);
   }
   // Keys below the cut are pruned; of those equal to it, the first zeros - below.
   const int64_t ties = zeros - below;

@@ -11,18 +11,18 @@ at::Tensor sum_over_parts(const RowSplit* split, const at::Tensor& t) {
   return s;
 }
 
-int64_t sum_over_parts(const RowSplit* split, int64_t v) {
+namespace {
+template <typename T>
+T sum_number(const RowSplit* split, T v, at::ScalarType dtype) {
   if (split == nullptr || split->parts == 1) return v;
-  at::Tensor t = at::full({1}, v, at::kLong);
+  at::Tensor t = at::full({1}, v, dtype);
   split->sum(t);
-  return t.item<int64_t>();
+  return t.item<T>();
 }
+}  // namespace
 
-double sum_over_parts(const RowSplit* split, double v) {
-  if (split == nullptr || split->parts == 1) return v;
-  at::Tensor t = at::full({1}, v, at::kDouble);
-  split->sum(t);
-  return t.item<double>();
-}
+int64_t sum_over_parts(const RowSplit* split, int64_t v) { return sum_number(split, v, at::kLong); }
+
+double sum_over_parts(const RowSplit* split, double v) { return sum_number(split, v, at::kDouble); }
 
 }  // namespace alps::prune

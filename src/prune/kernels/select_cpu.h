@@ -24,6 +24,15 @@ struct KeyCut {
   int64_t ties = 0;
 };
 
+/// One level of a radix select: `count` is the histogram (`bins` bins) of one digit of the keys whose higher digits
+/// equal the cut's, and `below` the keys under those digits. Returns the digit that holds the `zeros`-th key and adds
+/// the keys of lower digits to `below`.
+inline int64_t cut_digit(const int64_t* count, int64_t bins, int64_t zeros, int64_t& below) {
+  int64_t digit = 0;
+  while (below + count[digit] <= zeros && digit < bins - 1) below += count[digit++];
+  return digit;
+}
+
 /// Two-level radix select, first level: given the histogram of the keys' high 16 bits (65536 bins), the bucket
 /// holding the cut and how many keys lie in lower buckets.
 struct CutBucket {
@@ -32,14 +41,13 @@ struct CutBucket {
 };
 inline CutBucket find_cut_bucket(const std::vector<int64_t>& high, int64_t zeros) {
   CutBucket c;
-  while (c.below + high[c.bucket] <= zeros && c.bucket < 65535) c.below += high[c.bucket++];
+  c.bucket = static_cast<uint32_t>(cut_digit(high.data(), 65536, zeros, c.below));
   return c;
 }
 /// Second level: `low` is the histogram of the low 16 bits of the keys inside that bucket.
 inline KeyCut find_cut_in_bucket(const std::vector<int64_t>& low, const CutBucket& c, int64_t zeros) {
   int64_t below = c.below;
-  uint32_t bits = 0;
-  while (below + low[bits] <= zeros && bits < 65535) below += low[bits++];
+  const auto bits = static_cast<uint32_t>(cut_digit(low.data(), 65536, zeros, below));
   return {(c.bucket << 16) | bits, zeros - below};
 }
 /// Both levels on one thread: `high` is filled by the caller's own pass; one more pass over `key_at(i)`,
