@@ -26,9 +26,6 @@ struct PruneArgs {
   double sparsity = -1;
   int64_t stop_after = -1;
   int nproc = 0;
-  std::string dist_backend = "auto";
-  std::string dist_split = "auto";
-  int64_t dist_timeout = 1800;
   std::vector<std::string> options, skip;
   bool overwrite = false, resume = false, eval_dense = false;
 };
@@ -58,11 +55,8 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector
   job.stop_after = a.stop_after;
   job.dump_problems = a.dump_problems;
   job.eval_dense = a.eval_dense;
-  job.dist.backend = a.dist_backend;
-  job.dist.timeout = std::chrono::seconds(a.dist_timeout);
-  job.dist_split = pipeline::parse_split_rule(a.dist_split);
 
-  const report::RunReport rep = pipeline::run_prune(job);
+  const report::RunReport rep = pipeline::run_prune(job, launch);
   // One run, one result: rank 0's.
   if (launch.rank != 0) return 0;
   // The result on stdout (the report itself with --json); progress and logs went to stderr.
@@ -121,19 +115,6 @@ void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> a
   cmd->add_option("--nproc", a->nproc,
                   "Run as N processes on this host, sharing the calibration windows and the solves (torchrun and "
                   "srun start the processes instead: docs/distributed.md)")
-      ->check(int_at_least(1));
-  cmd->add_option("--dist-backend", a->dist_backend, "Distributed runs: gloo (CPU processes), nccl (GPUs) or auto")
-      ->capture_default_str()
-      ->check(one_of({"auto", "gloo", "nccl"}));
-  cmd->add_option("--dist-split", a->dist_split,
-                  "Distributed runs: solve a linear's rows on several GPU ranks where the cost model says the block "
-                  "ends sooner (auto), never (off), or for every linear whose method can, over every rank, CPUs "
-                  "included (all)")
-      ->capture_default_str()
-      ->check(one_of({"auto", "off", "all"}));
-  cmd->add_option("--dist-timeout", a->dist_timeout,
-                  "Distributed runs: seconds a rank waits for the others before it stops with an error")
-      ->capture_default_str()
       ->check(int_at_least(1));
   add_common_flags(cmd, a->common, /*with_device=*/false);  // --device is a recipe knob here
   cmd->callback([a, cmd, &runner, argv = std::move(argv)] {

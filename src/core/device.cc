@@ -48,6 +48,20 @@ c10::Device resolve_device(std::string_view name) {
   return device;
 }
 
+at::Tensor to_host(const at::Tensor& value, c10::ScalarType dtype) {
+  const at::Tensor stored = value.detach().to(dtype);
+  if (!stored.is_cuda()) {
+    at::Tensor host = stored.contiguous();
+    return host.is_alias_of(value) ? host.clone() : host;
+  }
+  // The page-locked buffer goes back to libtorch's cache for the next.
+  const at::Tensor staged = at::empty(stored.sizes(), stored.options().device(at::kCPU).pinned_memory(true));
+  staged.copy_(stored);
+  at::Tensor host = at::empty(stored.sizes(), stored.options().device(at::kCPU));
+  host.copy_(staged);
+  return host;
+}
+
 void warm_up(const c10::Device& device) {
   if (!device.is_cuda()) return;
   static std::mutex mutex;

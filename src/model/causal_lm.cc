@@ -261,35 +261,35 @@ at::Tensor CausalLM::tensor(const std::string& name) const {
   return it->second;
 }
 
-void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
+at::Tensor& CausalLM::stored_for(const std::string& name, const at::Tensor& value, const char* what) {
   auto it = state_->stored.host.find(name);
-  ALPS_CHECK(it != state_->stored.host.end(), "set_tensor: '", name, "' is not part of the checkpoint in ",
+  ALPS_CHECK(it != state_->stored.host.end(), what, ": '", name, "' is not part of the checkpoint in ",
              state_->dir.string());
-  ALPS_CHECK(value.sizes() == it->second.sizes(), "set_tensor ", name, ": expected ", shape_str(it->second.sizes()),
+  ALPS_CHECK(value.sizes() == it->second.sizes(), what, " ", name, ": expected ", shape_str(it->second.sizes()),
              ", got ", shape_str(value.sizes()));
-  // A private host copy: never alias the caller's tensor or write through to the mapped file. The conversion to the
-  // checkpoint's dtype runs where the value is: a GPU's fp32 result goes down as fp16, half the bytes.
-  const at::Tensor stored = value.detach().to(it->second.scalar_type());
-  at::Tensor host;
-  if (stored.is_cuda()) {
-    // Down at the link's rate into a page-locked buffer, then into pageable memory by the host's parallel copy: a
-    // download straight into pageable memory goes through the driver's staging buffer on one thread (an H100 run
-    // measured 25-80 ms per 7B-shaped weight). The page-locked buffer goes back to libtorch's cache for the next.
-    const at::Tensor staged = at::empty(stored.sizes(), stored.options().device(at::kCPU).pinned_memory(true));
-    staged.copy_(stored);
-    host = at::empty(stored.sizes(), stored.options().device(at::kCPU));
-    host.copy_(staged);
-  } else {
-    host = stored.contiguous();
-    if (host.is_alias_of(value)) host = host.clone();
-  }
-  it->second = host;
+  return it->second;
+}
+
+void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
+  at::Tensor& held = stored_for(name, value, "set_tensor");
+  const c10::ScalarType dtype = held.scalar_type();
+  // A private host copy: never alias the caller's tensor or write through to the mapped file.
+  held = to_host(value, dtype);
   if (!state_->resident.count(name)) return;
   // The resident copy from the stored values where they already are on the device: no upload of what just came down.
   at::Tensor resident =
-      (stored.device().type() == state_->device.type() ? stored : host).to(state_->device, state_->dtype);
+      (value.device().type() == state_->device.type() ? value.detach().to(dtype) : held).to(state_->device,
+                                                                                             state_->dtype);
   if (resident.is_alias_of(value)) resident = resident.clone();
   state_->resident[name] = std::move(resident);
+}
+
+void CausalLM::adopt_tensor(const std::string& name, at::Tensor host) {
+  at::Tensor& held = stored_for(name, host, "adopt_tensor");
+  ALPS_CHECK(host.is_cpu() && host.scalar_type() == held.scalar_type() && host.is_contiguous(), "adopt_tensor ", name,
+             ": expected a contiguous host tensor of the checkpoint's dtype");
+  held = std::move(host);
+  if (state_->resident.count(name)) state_->resident[name] = held.to(state_->device, state_->dtype);
 }
 
 void CausalLM::release_tensor(const std::string& name) {

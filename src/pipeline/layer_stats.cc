@@ -131,6 +131,15 @@ const LayerStats& BlockStats::at(const std::string& linear) const {
   return *groups_[it->second];
 }
 
+std::vector<LayerStats*> BlockStats::inputs(const std::vector<std::string>& linears) {
+  std::vector<LayerStats*> out;
+  for (const auto& linear : linears) {
+    const auto it = group_of_.find(linear);
+    out.push_back(it == group_of_.end() ? nullptr : groups_[it->second].get());
+  }
+  return out;
+}
+
 void BlockStats::clear() {
   groups_.clear();
   group_of_.clear();

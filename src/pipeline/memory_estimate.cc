@@ -20,6 +20,15 @@ int64_t element_bytes(c10::ScalarType t) { return static_cast<int64_t>(c10::elem
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
 
+// What the estimate adds up, as the report states it.
+constexpr const char* kFormula =
+    "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two; twice that with "
+    "--sparsity-profile owl, whose dense pass runs on a copy); device: one block's weights + one [in,in] G per "
+    "distinct linear input + solver workspace per concurrent solve (--solve-streams; ~4 [in,in] fp64, and 2 fp32 "
+    "[hidden,hidden] per shared factorization; without calibration data ~4 fp32 copies of the largest weight) + 64 "
+    "MiB of library workspaces on a GPU + batch activations (with one batched attention step's scores; none without "
+    "calibration data)";
+
 // Peak resident set size of this process (VmHWM).
 double peak_rss_gib() {
   std::ifstream status("/proc/self/status");
@@ -31,11 +40,11 @@ double peak_rss_gib() {
 
 }  // namespace
 
-json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& plan) {
+json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t windows, int64_t batch_size) {
   const auto& cfg = m.config();
   const int64_t act = element_bytes(plan.dtype);
   // A block's outputs overwrite its inputs batch by batch: one set of activations (none without calibration).
-  int64_t activations = plan.needs_calibration ? r.nsamples * plan.seqlen * cfg.hidden_size * act : 0;
+  int64_t activations = plan.needs_calibration ? windows * plan.seqlen * cfg.hidden_size * act : 0;
   // For a GPU they are page-locked, and libtorch's pinned allocator hands out blocks rounded up to a power of two
   // (5 GiB for a 5120-wide model at 128 x 2048 in fp32 takes 8).
   if (plan.device.is_cuda() && activations > 0) {
@@ -61,8 +70,8 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
   // One batch's activations, and on a GPU the scores of one batched attention step beside them.
   const int64_t batch =
       plan.needs_calibration
-          ? r.batch_size * plan.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4 +
-                (plan.device.is_cuda() ? m.attention_scores_bytes(r.batch_size, plan.seqlen, plan.dtype) : 0)
+          ? batch_size * plan.seqlen * std::max(cfg.hidden_size, cfg.intermediate_size) * act * 4 +
+                (plan.device.is_cuda() ? m.attention_scores_bytes(batch_size, plan.seqlen, plan.dtype) : 0)
           : 0;
   const int64_t device_stats = plan.stats_on_host ? 0 : stats;
   // Linears that read the block's hidden states (q/k/v, gate/up; fc1) keep their shared factorization (Hn and its
@@ -87,14 +96,7 @@ json memory_estimate(const model::CausalLM& m, const Recipe& r, const RunPlan& p
           {"device_solver_gib", gib(solver + shared)},
           {"device_libraries_gib", gib(libraries)},
           {"device_batch_activations_gib", gib(batch)},
-          {"formula",
-           "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two; twice that "
-           "with --sparsity-profile owl, whose dense pass runs on a copy); "
-           "device: one block's weights + one [in,in] G per distinct linear input + solver workspace per "
-           "concurrent solve (--solve-streams; ~4 [in,in] fp64, and 2 fp32 [hidden,hidden] per shared "
-           "factorization; without calibration data ~4 fp32 copies of the largest weight) + 64 MiB of library "
-           "workspaces on a GPU + batch activations (with one "
-           "batched attention step's scores; none without calibration data)"}};
+          {"formula", kFormula}};
 }
 
 void log_memory_estimate(const json& est, const c10::Device& device) {

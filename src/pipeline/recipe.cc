@@ -127,8 +127,18 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Perplexity of --eval over at most N windows per dataset (0: all)", &Recipe::eval_max_windows, {}, 0});
     k.push_back({"eval_limit", false, "--eval-limit", "Zero-shot tasks of --eval over their first N documents (0: all)",
                  &Recipe::eval_limit, {}, 0});
-    for (const char* key :
-         {"device", "batch_size", "solve_streams", "stats_device", "eval_seqlen", "eval_max_windows", "eval_limit"})
+    k.push_back({"dist_backend", false, "--dist-backend", "Distributed runs: gloo (CPU processes), nccl (GPUs) or auto",
+                 &Recipe::dist_backend, {"auto", "gloo", "nccl"}});
+    k.push_back({"dist_split", false, "--dist-split",
+                 "Distributed runs: solve a linear's rows on several GPU ranks where the cost model says the block "
+                 "ends sooner (auto), never (off), or for every linear whose method can, over every rank, CPUs "
+                 "included (all)",
+                 &Recipe::dist_split, {"auto", "off", "all"}});
+    k.push_back({"dist_timeout", false, "--dist-timeout",
+                 "Distributed runs: seconds a rank waits for the others before it stops with an error",
+                 &Recipe::dist_timeout, {}, 1});
+    for (const char* key : {"device", "batch_size", "solve_streams", "stats_device", "eval_seqlen", "eval_max_windows",
+                            "eval_limit", "dist_backend", "dist_split", "dist_timeout"})
       std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->affects_result = false;
     return k;
   }();

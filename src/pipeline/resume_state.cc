@@ -185,8 +185,15 @@ at::Tensor StateDir::load_inputs(const ResumeState& s, int64_t begin, int64_t en
 
 namespace {
 
-// How a user gives a recipe field: its flag (with the recipe key, which a --config file uses).
+// How a user gives a recipe field: its flag (with the recipe key, which a --config file uses). "run." fields are the
+// job's beside its recipe (job_key).
 std::string given_as(const std::string& path) {
+  if (path == "run.alps") return "the alps build (source revision)";
+  if (path.rfind("run.", 0) == 0) {  // "run.stop_after" -> --stop-after
+    std::string flag = "--" + path.substr(4);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+  }
   std::string flag;
   for (const RecipeKnob& k : recipe_knobs())
     if (k.path() == path) flag = k.flag;
@@ -197,17 +204,18 @@ std::string given_as(const std::string& path) {
 }
 
 // Leaf by leaf, so that a nested recipe field is named in full ("calibration.seed").
-void recipe_differences(const json& a, const json& b, const std::string& prefix, std::vector<std::string>& out) {
+void recipe_differences(const json& a, const json& b, const std::string& prefix, const std::string& a_says,
+                        const std::string& b_says, std::vector<std::string>& out) {
   if (a.is_object() && b.is_object()) {
     std::set<std::string> keys;
     for (const auto& [k, v] : a.items()) keys.insert(k);
     for (const auto& [k, v] : b.items()) keys.insert(k);
     for (const auto& k : keys)
       recipe_differences(a.contains(k) ? a[k] : json(), b.contains(k) ? b[k] : json(),
-                         prefix.empty() ? k : prefix + "." + k, out);
+                         prefix.empty() ? k : prefix + "." + k, a_says, b_says, out);
   } else if (a != b) {
-    out.push_back(fmt::format("{}: the interrupted run used {}, this command gives {}", given_as(prefix),
-                              a.is_null() ? "none" : a.dump(), b.is_null() ? "none" : b.dump()));
+    out.push_back(fmt::format("{}: {} {}, {} {}", given_as(prefix), a_says, a.is_null() ? "none" : a.dump(), b_says,
+                              b.is_null() ? "none" : b.dump()));
   }
 }
 
@@ -238,19 +246,27 @@ json resume_key(const Recipe& recipe, const fs::path& model_dir, const fs::path&
   return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir)}, {"calibration", calib}};
 }
 
-std::vector<std::string> resume_key_differences(const json& saved, const json& now) {
+std::vector<std::string> job_key_differences(const json& a, const json& b, const std::string& a_says,
+                                             const std::string& b_says) {
   std::vector<std::string> out;
   const json empty = json::object();
-  recipe_differences(without_default_options(saved.value("recipe", empty)),
-                     without_default_options(now.value("recipe", empty)), "", out);
-  for (const auto& line : io::fingerprint_differences(saved.value("model", empty), now.value("model", empty)))
-    out.push_back("model file " + line);
-  const json ca = saved.value("calibration", json()), cb = now.value("calibration", json());
+  recipe_differences(without_default_options(a.value("recipe", empty)), without_default_options(b.value("recipe", empty)),
+                     "", a_says, b_says, out);
+  recipe_differences(a.value("run", empty), b.value("run", empty), "run", a_says, b_says, out);
+  // Files as `b` sees them, against `a`.
+  const std::string whose = b_says.rfind("rank ", 0) == 0 ? b_says.substr(0, b_says.find(' ', 5)) + "'s " : "";
+  for (const auto& line : io::fingerprint_differences(a.value("model", empty), b.value("model", empty)))
+    out.push_back(whose + "model file " + line);
+  const json ca = a.value("calibration", json()), cb = b.value("calibration", json());
   if (ca.is_object() && cb.is_object()) {
     for (const auto& line : io::fingerprint_differences(ca.value("file", empty), cb.value("file", empty)))
-      out.push_back("calibration file " + cb.value("source", std::string()) + ": " + line);
+      out.push_back(whose + "calibration file " + cb.value("source", std::string()) + ": " + line);
   }
   return out;
+}
+
+std::vector<std::string> resume_key_differences(const json& saved, const json& now) {
+  return job_key_differences(saved, now, "the interrupted run used", "this command gives");
 }
 
 }  // namespace alps::pipeline

@@ -52,6 +52,8 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   // On a GPU two solves at once fill what one leaves idle (host waits, memory-bound passes, factorizations); the
   // CPU's BLAS already spreads each solve's products over every core.
   solve_streams = !device.is_cuda() ? 1 : r.solve_streams > 0 ? r.solve_streams : 2;
+  split_rule = parse_split_rule(r.dist_split);
+  if (split_rule == SplitRule::kAuto && !device.is_cuda()) split_rule = SplitRule::kOff;
   ALPS_CHECK(seqlen <= cfg.max_sequence_length(), "--seqlen ", seqlen, " exceeds the model's ", cfg.max_positions,
              " positions");
   ALPS_CHECK(eval_seqlen <= cfg.max_sequence_length(), "--eval-seqlen ", eval_seqlen, " exceeds the model's ",

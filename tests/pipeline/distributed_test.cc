@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "alps/dist/local_workers.h"
@@ -181,6 +183,70 @@ TEST(Distributed, AHungWorkerStopsTheOthersAfterTheTimeout) {
   EXPECT_NE(r.err.find("--dist-timeout 3 s"), std::string::npos) << r.err;
   EXPECT_LT(seconds, 60);  // the timeout, then the launcher's SIGTERM to the hung worker
   EXPECT_TRUE(fs::exists(dir / "out/.alps-state/state.json"));  // block 1's state: resumable
+}
+
+// Ranks launched by their environment variables, each with its own command line and files as a cluster gives them.
+struct TwoRanks {
+  test::CliResult rank0, rank1;
+};
+TwoRanks launch_two(const std::vector<std::string>& args0, const std::vector<std::string>& args1) {
+  const std::string port = std::to_string(dist::free_local_port());
+  auto launch = [port](int rank, const std::vector<std::string>& args) {
+    test::CliContext c;
+    c.env = {"RANK=" + std::to_string(rank), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+    return test::run_cli(args, c);
+  };
+  auto rank1 = std::async(std::launch::async, launch, 1, args1);
+  TwoRanks r;
+  r.rank0 = launch(0, args0);
+  r.rank1 = rank1.get();
+  return r;
+}
+
+// `args` reading the model in `model` instead.
+std::vector<std::string> on_model(std::vector<std::string> args, const fs::path& model) {
+  args[2] = model.string();  // prune_args: "prune", "--model", DIR, ...
+  return args;
+}
+
+// Ranks given different jobs (another --sparsity or --stop-after; a copy of the checkpoint that differs in one byte
+// of its tensor data, with the same size and header) stop before any work, every rank naming what differs and where;
+// nothing is written. Copies with the same bytes made at other times (node-local copies) are one job.
+TEST(Distributed, RanksGivenDifferentJobsStopBeforeAnyWork) {
+  test::TempDir dir;
+  const std::vector<std::string> args = prune_args(dir / "out", {"--method", "wanda", "--sparsity", "0.5"});
+  auto refused = [&](const TwoRanks& r, const std::string& what) {
+    for (const auto* rank : {&r.rank0, &r.rank1}) {
+      EXPECT_EQ(rank->exit_code, 1) << rank->err;
+      EXPECT_NE(rank->err.find("the ranks of this distributed run were given different jobs"), std::string::npos)
+          << rank->err;
+      EXPECT_NE(rank->err.find(what), std::string::npos) << rank->err;
+    }
+    EXPECT_FALSE(fs::exists(dir / "out")) << "ranks that disagree wrote their output";
+  };
+  refused(launch_two(args, with(args, {"--sparsity", "0.6"})),
+          "--sparsity/--pattern (recipe \"pattern\"): rank 0 has \"0.5\", rank 1 has \"0.6\"");
+  refused(launch_two(args, with(args, {"--stop-after", "1"})), "--stop-after: rank 0 has -1, rank 1 has 1");
+
+  for (const char* copy : {"a", "b", "c"}) fs::copy(model_dir(), dir / copy, fs::copy_options::recursive);
+  {  // b: one byte of the last tensor's data changed, in place
+    std::fstream f(dir / "b/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-3, std::ios::end);
+    const char byte = static_cast<char>(f.get() ^ 0x01);
+    f.seekp(-3, std::ios::end);
+    f.put(byte);
+  }
+  ASSERT_EQ(fs::file_size(dir / "a/model.safetensors"), fs::file_size(dir / "b/model.safetensors"));
+  refused(launch_two(on_model(args, dir / "a"), on_model(args, dir / "b")),
+          "rank 1's model file model.safetensors: content changed");
+
+  // c: the same bytes as a, another modification time.
+  fs::last_write_time(dir / "c/model.safetensors",
+                      fs::last_write_time(dir / "a/model.safetensors") - std::chrono::hours(24));
+  const TwoRanks same = launch_two(on_model(args, dir / "a"), on_model(args, dir / "c"));
+  EXPECT_EQ(same.rank0.exit_code, 0) << same.rank0.err;
+  EXPECT_EQ(same.rank1.exit_code, 0) << same.rank1.err;
+  EXPECT_TRUE(fs::exists(dir / "out/model.safetensors"));
 }
 
 TEST(Distributed, RefusesBadSetupsBeforeAnyWorkNamingTheCause) {

@@ -1,5 +1,5 @@
-// Which ranks solve which linears of a block, whole or in parts of their rows (src/pipeline/rank_plan.cc).
-#include "alps/pipeline/rank_plan.h"
+// Which ranks solve which linears of a block, whole or in parts of their rows (src/pipeline/schedule.cc).
+#include "alps/pipeline/schedule.h"
 
 #include <gtest/gtest.h>
 

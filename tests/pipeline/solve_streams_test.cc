@@ -1,5 +1,5 @@
-// How a block's linears are split among concurrent solves (src/pipeline/solve_streams.cc).
-#include "alps/pipeline/solve_streams.h"
+// How a block's linears are split among concurrent solves (src/pipeline/schedule.cc).
+#include "alps/pipeline/schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -99,6 +99,9 @@ class CausalLM {
   at::Tensor tensor(const std::string& name) const;
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
   void set_tensor(const std::string& name, const at::Tensor& value);
+  /// set_tensor for a value handed over: `host`, a contiguous host tensor in the checkpoint's dtype that nothing else
+  /// writes, is kept as it is, without a copy.
+  void adopt_tensor(const std::string& name, at::Tensor host);
   /// Drops what set_tensor put there: `name` reads the checkpoint's own tensor again (its mapped file's pages), and
   /// the memory of the replacement goes back. Not for a resident tensor (a block loaded on the device).
   void release_tensor(const std::string& name);
@@ -121,6 +124,8 @@ class CausalLM {
   CausalLM();
   at::Tensor embed_at(const at::Tensor& ids, const Placement& at) const;
   at::Tensor run_block(int64_t i, const at::Tensor& hidden, const LinearObserver* observer, const Placement& at) const;
+  /// The stored tensor `value` replaces, checked to exist and to have its shape (`what` names the caller).
+  at::Tensor& stored_for(const std::string& name, const at::Tensor& value, const char* what);
   struct State;
   std::unique_ptr<State> state_;
 };

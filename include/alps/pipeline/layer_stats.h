@@ -35,7 +35,7 @@ class LayerStats {
   /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them.
   void reduce_to(dist::Group& group, int owner, const std::string& what);
   /// The statistics of `members`' rank 0 (the owner after reduce_to) to every member: the ranks that solve parts of
-  /// this input's linears (rank_plan.h) each solve with the whole layer's.
+  /// this input's linears (schedule.h) each solve with the whole layer's.
   void share_among(dist::Group& members, const std::string& what);
   /// What the solves of the linears reading this input share (their G is this one).
   const std::shared_ptr<prune::SharedFactors>& shared_factors() const { return shared_; }
@@ -62,6 +62,9 @@ class BlockStats {
   void end_forward();
   const LayerStats& at(const std::string& linear) const;
   LayerStats& at(const std::string& linear);
+  /// Each linear's statistics, in the order given; null for a linear the block's forward never showed (all of them
+  /// when no calibration pass ran).
+  std::vector<LayerStats*> inputs(const std::vector<std::string>& linears);
   /// Frees the accumulators once the block is pruned.
   void clear();
   /// Bytes held by the accumulators.

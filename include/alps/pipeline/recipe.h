@@ -52,6 +52,12 @@ struct Recipe {
   int64_t eval_seqlen = 0;           ///< their window length (0: min(2048, max positions))
   int64_t eval_max_windows = 0;      ///< perplexity over at most this many windows per dataset (0: all)
   int64_t eval_limit = 0;            ///< zero-shot tasks over their first this many documents (0: all)
+  /// Distributed runs (docs/distributed.md): the backend ("auto": NCCL for GPUs, Gloo otherwise), whether a linear's
+  /// rows are solved on several ranks (schedule.h's SplitRule: auto, off, all), and how long a rank waits for the
+  /// others, in seconds.
+  std::string dist_backend = "auto";
+  std::string dist_split = "auto";
+  int64_t dist_timeout = 1800;
 };
 
 /// One scalar knob of a recipe, declared once: its JSON key (inside the "calibration" object when `calibration`),

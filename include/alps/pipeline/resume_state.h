@@ -94,5 +94,10 @@ nlohmann::json resume_key(const Recipe& r, const std::filesystem::path& model_di
 /// One line per field in which two resume keys differ, naming it as the user gives it ("--sparsity/--pattern
 /// (recipe \"pattern\"): ...", "model file config.json: content changed", ...). Empty when they match.
 std::vector<std::string> resume_key_differences(const nlohmann::json& saved, const nlohmann::json& now);
+/// The same for any two keys of the form resume_key (and job_key, whose "run" fields are compared too), each line
+/// saying "<field>: <a_says> A, <b_says> B"; when `b_says` names a rank ("rank 2 has"), its files are named as that
+/// rank's.
+std::vector<std::string> job_key_differences(const nlohmann::json& a, const nlohmann::json& b, const std::string& a_says,
+                                             const std::string& b_says);
 
 }  // namespace alps::pipeline

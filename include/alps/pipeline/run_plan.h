@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "alps/pipeline/recipe.h"
+#include "alps/pipeline/schedule.h"
 #include "alps/prune/method.h"
 #include "alps/prune/owl.h"
 #include "alps/prune/pattern.h"
@@ -58,6 +59,11 @@ class RunPlan {
   int64_t seqlen = 0;                       ///< calibration window, the default resolved
   int64_t eval_seqlen = 0;                  ///< evaluation window, the default resolved
   int64_t solve_streams = 1;                ///< linears of a block solved at once (1 on the CPU)
+  /// --dist-split, resolved: auto splits on GPUs only. Its cost model comes from an H100's phases, where a part's
+  /// meeting with the others (tens of microseconds) is nothing beside a large linear's iteration; on a CPU the parts
+  /// run the unfused iterates and meet through Gloo on the cores that solve: splitting every linear over two
+  /// processes took 1.6x as long (docs/distributed.md); all still splits there.
+  SplitRule split_rule = SplitRule::kOff;
   /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
   bool needs_calibration = false;
   /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).

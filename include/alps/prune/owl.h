@@ -1,7 +1,7 @@
 #pragma once
 // OWL, outlier-weighted layer-wise sparsity (Yin et al., ICML 2024; docs/algorithms.md): blocks whose Wanda scores
 // have more outliers keep more weights, and the blocks' sparsities average to the requested one. What is measured per
-// block and how it becomes sparsities; the pipeline measures it on the dense model (pipeline/sequential.cc).
+// block and how it becomes sparsities; the pipeline measures it on the dense model (pipeline/sparsity_profile.cc).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

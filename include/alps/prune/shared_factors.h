@@ -16,6 +16,8 @@ class SharedFactors {
   /// How many linears read this input: a factorization made once serves them all, which a solve weighs when it
   /// chooses between a factorization per layer and one shared eigendecomposition.
   int64_t users = 1;
+  /// Whether G passed check_gram (prune/problem.h) in the solve of one of them: the others skip the O(in^3) check.
+  bool gram_checked = false;
 
   /// The tensors stored under `key`, or nullptr.
   const std::vector<at::Tensor>* find(const std::string& key) const {

@@ -1,4 +1,4 @@
-#include "alps/pipeline/rank_plan.h"
+#include "alps/pipeline/schedule.h"
 
 #include <algorithm>
 #include <map>
@@ -13,6 +13,8 @@ SplitRule parse_split_rule(std::string_view text) {
   if (text == "all") return SplitRule::kAll;
   ALPS_USAGE_FAIL("--dist-split: unknown rule '", text, "' (expected auto, off or all)");
 }
+
+double part_cost(double products, double in, int parts) { return products / parts + in * in * in / 10; }
 
 namespace {
 
@@ -37,7 +39,7 @@ std::map<int, GroupShape> group_shapes(const SolveWork& w) {
   return shapes;
 }
 
-double cost_of(const GroupShape& g, int parts) { return g.products / parts + g.in * g.in * g.in / 10; }
+double cost_of(const GroupShape& g, int parts) { return part_cost(g.products, g.in, parts); }
 
 // Longest processing time over the parts, a group's parts on distinct ranks; returns each group's ranks in part
 // order and the largest load.
@@ -100,6 +102,61 @@ std::vector<std::vector<int>> plan_ranks(const SolveWork& work, int world, Split
   for (size_t li = 0; li < work.group.size(); ++li)
     if (work.out[li] > 0) ranks[li] = best.first.at(work.group[li]);
   return ranks;
+}
+
+std::vector<std::vector<size_t>> split_among_streams(const std::vector<double>& cost, const std::vector<int>& group,
+                                                     int streams) {
+  ALPS_CHECK(cost.size() == group.size() && streams >= 1, "split_among_streams: ", cost.size(), " costs, ",
+             group.size(), " groups, ", streams, " streams");
+  std::map<int, double> group_cost;  // ordered by group id: ties among equal costs go by it
+  for (size_t i = 0; i < cost.size(); ++i) group_cost[group[i]] += cost[i];
+  std::vector<std::pair<int, double>> order(group_cost.begin(), group_cost.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  // Longest processing time first: each group to the least loaded list.
+  std::vector<double> load(static_cast<size_t>(streams), 0.0);
+  std::map<int, size_t> list_of;
+  for (const auto& [g, c] : order) {
+    const size_t l = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    list_of[g] = l;
+    load[l] += c;
+  }
+  std::vector<std::vector<size_t>> lists(static_cast<size_t>(streams));
+  for (size_t i = 0; i < cost.size(); ++i) lists[list_of.at(group[i])].push_back(i);
+  lists.erase(std::remove_if(lists.begin(), lists.end(), [](const auto& l) { return l.empty(); }), lists.end());
+  return lists;
+}
+
+int Schedule::part_of(size_t li) const {
+  const auto it = std::find(ranks[li].begin(), ranks[li].end(), rank);
+  return it == ranks[li].end() ? -1 : static_cast<int>(it - ranks[li].begin());
+}
+
+Schedule schedule_block(const SolveWork& work, const World& world) {
+  Schedule s;
+  s.rank = world.rank;
+  s.ranks = plan_ranks(work, world.size, world.split);
+  s.group = work.group;
+  for (int64_t out : work.out) s.solved.push_back(out > 0);
+  // This rank's linears, each group's part cost carried by its first linear (split_among_streams sums a group's).
+  const auto shapes = group_shapes(work);
+  std::vector<size_t> mine;
+  std::vector<double> cost;
+  std::vector<int> group;
+  for (size_t li = 0; li < s.ranks.size(); ++li) {
+    if (s.part_of(li) < 0) continue;
+    mine.push_back(li);
+    const auto shape = shapes.find(s.group[li]);
+    const bool carries = shape != shapes.end() && s.group[li] == static_cast<int>(li);
+    cost.push_back(carries ? cost_of(shape->second, static_cast<int>(s.ranks[li].size())) : 0.0);
+    group.push_back(s.group[li]);
+  }
+  if (mine.empty()) return s;
+  s.lists = split_among_streams(cost, group, world.streams);
+  for (auto& l : s.lists) {
+    for (size_t& i : l) i = mine[i];
+    std::stable_partition(l.begin(), l.end(), [&](size_t li) { return s.in_parts(li); });
+  }
+  return s;
 }
 
 }  // namespace alps::pipeline
