@@ -1,0 +1,22 @@
+#include "prune_cli_support.h"
+
+#include "support.h"
+
+namespace alps::test_prune {
+
+namespace fs = std::filesystem;
+
+fs::path model_dir() { return test::committed_data_dir() / "models/stories260K-hf"; }
+std::string calib() {
+  return (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string();
+}
+
+std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra) {
+  std::vector<std::string> a = {"prune",      "--model", model_dir().string(), "--out", out.string(), "--calib",
+                                calib(),      "--nsamples", "8",   "--seqlen", "128",      "--device", "cpu",
+                                "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+}  // namespace alps::test_prune

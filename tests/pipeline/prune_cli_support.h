@@ -1,0 +1,20 @@
+#pragma once
+// What the end-to-end `alps prune` tests (tests/pipeline/prune_*_test.cc) share: the real stories260K checkpoint with
+// TinyStories calibration text, and the command line around a test's own flags.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace alps::test_prune {
+
+// The committed stories260K checkpoint (models/stories260K-hf of the committed data).
+std::filesystem::path model_dir();
+
+// The committed TinyStories calibration text.
+std::string calib();
+
+// `alps prune` of model_dir() into `out`, calibrated on 8 windows of 128 tokens of calib(), on the CPU, with the
+// report as JSON on stdout; `extra` follows. Tests edit the result by position: [2] is --model's, [6] is --calib's.
+std::vector<std::string> prune_args(const std::filesystem::path& out, std::vector<std::string> extra);
+
+}  // namespace alps::test_prune
