@@ -271,17 +271,8 @@ at::Tensor& CausalLM::stored_for(const std::string& name, const at::Tensor& valu
 }
 
 void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
-  at::Tensor& held = stored_for(name, value, "set_tensor");
-  const c10::ScalarType dtype = held.scalar_type();
   // A private host copy: never alias the caller's tensor or write through to the mapped file.
-  held = to_host(value, dtype);
-  if (!state_->resident.count(name)) return;
-  // The resident copy from the stored values where they already are on the device: no upload of what just came down.
-  at::Tensor resident =
-      (value.device().type() == state_->device.type() ? value.detach().to(dtype) : held).to(state_->device,
-                                                                                             state_->dtype);
-  if (resident.is_alias_of(value)) resident = resident.clone();
-  state_->resident[name] = std::move(resident);
+  adopt_tensor(name, to_host(value, stored_for(name, value, "set_tensor").scalar_type()));
 }
 
 void CausalLM::adopt_tensor(const std::string& name, at::Tensor host) {

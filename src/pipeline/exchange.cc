@@ -36,10 +36,10 @@ void Exchange::agree_on_job(const std::function<json()>& key) {
   if (group_.size() == 1) return;
   const json job = on_every_rank("fingerprinting the job", key);
   const std::vector<std::string> all = group_.all_gather(job.dump(), "agreeing on the job");
+  const json rank0 = json::parse(all[0]);
   std::string lines;
   for (size_t r = 1; r < all.size(); ++r)
-    for (const auto& d : job_key_differences(json::parse(all[0]), json::parse(all[r]), "rank 0 has",
-                                             fmt::format("rank {} has", r)))
+    for (const auto& d : job_key_differences(rank0, json::parse(all[r]), "rank 0 has", fmt::format("rank {} has", r)))
       lines += "\n  " + d;
   ALPS_CHECK(lines.empty(), "the ranks of this distributed run were given different jobs:", lines,
              "\nstart every rank with the same command, model files, calibration text and alps build");
@@ -50,8 +50,9 @@ bool Exchange::rank0_says(bool yes, const std::string& what) {
 }
 
 dist::Group* Exchange::parts_group(const Schedule& s, size_t li) {
-  auto& g = parts_[parts_key(s, li)];
-  if (g == nullptr) g = group_.subgroup(parts_key(s, li).second, parts_key(s, li).first);
+  auto key = parts_key(s, li);
+  auto& g = parts_[key];
+  if (g == nullptr) g = group_.subgroup(key.second, key.first);
   return g.get();
 }
 

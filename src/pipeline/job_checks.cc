@@ -101,8 +101,7 @@ ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const St
 }
 
 json job_key(const PruneJob& job, const RunPlan& plan) {
-  json key = resume_key(job.recipe, job.model_dir, calibration_source(job, plan));
-  key["model"] = io::fingerprint_checkpoint_dir(job.model_dir, io::Hashed::kWhole);
+  json key = resume_key(job.recipe, job.model_dir, calibration_source(job, plan), io::Hashed::kWhole);
   key["run"] = {{"alps", build_info().source_revision},
                 {"dist_split", job.recipe.dist_split},
                 {"dist_backend", job.recipe.dist_backend},

@@ -236,14 +236,15 @@ json without_default_options(json recipe) {
 
 }  // namespace
 
-json resume_key(const Recipe& recipe, const fs::path& model_dir, const fs::path& calibration) {
+json resume_key(const Recipe& recipe, const fs::path& model_dir, const fs::path& calibration,
+                io::Hashed safetensors) {
   json r = recipe_to_json(recipe);
   for (const RecipeKnob& k : recipe_knobs())
     if (!k.affects_result) (k.calibration ? r["calibration"] : r).erase(k.key);
   r.erase("eval");  // evaluated after pruning
   json calib = {{"source", calibration.string()}};
   if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
-  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir)}, {"calibration", calib}};
+  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir, safetensors)}, {"calibration", calib}};
 }
 
 std::vector<std::string> job_key_differences(const json& a, const json& b, const std::string& a_says,

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "alps/io/fingerprint.h"
 #include "alps/pipeline/recipe.h"
 
 namespace alps::pipeline {
@@ -87,9 +88,10 @@ class StateDir {
 
 /// What must be the same for a continuation to equal an uninterrupted run: the recipe's knobs that change the result
 /// (RecipeKnob::affects_result; the evaluation after pruning neither), the model files and the calibration text.
-/// `calibration` is the resolved source, or empty when the run reads none or it cannot be found any more.
+/// `calibration` is the resolved source, or empty when the run reads none or it cannot be found any more;
+/// `safetensors`: how the model's weight files are fingerprinted (io::Hashed).
 nlohmann::json resume_key(const Recipe& r, const std::filesystem::path& model_dir,
-                          const std::filesystem::path& calibration);
+                          const std::filesystem::path& calibration, io::Hashed safetensors = io::Hashed::kHeader);
 
 /// One line per field in which two resume keys differ, naming it as the user gives it ("--sparsity/--pattern
 /// (recipe \"pattern\"): ...", "model file config.json: content changed", ...). Empty when they match.
