@@ -31,7 +31,7 @@ ap.add_argument("--windows", type=int, default=8)
 ap.add_argument("--tokenizer", help="directory to load the tokenizer from (default: the model's)")
 args = ap.parse_args()
 
-model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32).eval()
+model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
 tok = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
 for name, p in model.named_parameters():
     if name.endswith("proj.weight") or ".fc" in name:

@@ -23,8 +23,11 @@ import os
 import torch
 from safetensors.torch import save_file
 import transformers
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig, OPTForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config, Gemma3ForCausalLM,
+                          Gemma3ForConditionalGeneration, Gemma3TextConfig, LlamaConfig,
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config, Olmo2ForCausalLM, OPTConfig,
+                          OPTForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM, SiglipVisionConfig)
 
 PINNED = {"torch": "2.15.0", "transformers": "5.23.0"}
 
@@ -125,6 +128,56 @@ def main():
         **dict(llama, max_position_embeddings=16), tie_word_embeddings=False,
         rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})), 96, 40, seed=9,
                   short_seq=12)
+
+    # Qwen3: per-head q/k norms, explicit head_dim (heads * head_dim = 64 != hidden 32), biases on all four attention
+    # projections, GQA, layer 1 sliding with a window of 6 (the short sequence, 6 tokens, fits in it).
+    write_fixture("qwen3_qknorm", Qwen3ForCausalLM(Qwen3Config(
+        **small, vocab_size=512, head_dim=16, attention_bias=True, tie_word_embeddings=False,
+        use_sliding_window=True, sliding_window=6, max_window_layers=1,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})), 512, 20, seed=10, short_seq=6)
+    # OLMo 2: norms on the sublayers' outputs, q/k norms over the whole projections (GQA: k_norm is 32 wide, q_norm
+    # 64), llama3 RoPE scaling, untied head.
+    write_fixture("olmo2_post", Olmo2ForCausalLM(Olmo2Config(
+        **small, vocab_size=512, head_dim=16, tie_word_embeddings=False, rope_parameters=rope)), 512, 40, seed=11)
+    # Gemma 2: sandwich norms scaling by (1 + w), sqrt(hidden) embedding scale, GeGLU, query_pre_attn_scalar 24 (not
+    # head_dim 16), soft-capping low enough to bind (attention 2, logits 5), layer 0 sliding (window 6), layer 1 full,
+    # tied head. The short sequence fits in the window.
+    gemma = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, max_position_embeddings=128, rms_norm_eps=1e-6,
+                 bos_token_id=1, eos_token_id=2, pad_token_id=0, vocab_size=512)
+    write_fixture("gemma2_softcap", Gemma2ForCausalLM(Gemma2Config(
+        **gemma, query_pre_attn_scalar=24, attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
+        sliding_window=6)), 512, 20, seed=12, short_seq=6)
+    # Gemma 3: per-head q/k norms, three layers sliding, full, sliding (sliding_window_pattern 2) with a window of 6;
+    # the sliding layers rotate with base 100, the full one with base 1e6 and linear scaling (factor 8); bf16
+    # storage as Gemma ships; no soft-capping.
+    write_fixture("gemma3_local_global", Gemma3ForCausalLM(Gemma3TextConfig(
+        **dict(gemma, num_hidden_layers=3), query_pre_attn_scalar=16, sliding_window=6, sliding_window_pattern=2,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
+                  512, 20, dtype=torch.bfloat16, seed=13, short_seq=6)
+
+    # Gemma 3 multimodal (Gemma3ForConditionalGeneration, as the 4B and larger models ship): the text model of
+    # gemma3_local_global's shape under language_model., beside a one-layer SigLIP vision tower and the projector, which
+    # a text forward never reads. Logits of token ids alone.
+    vision = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    text = Gemma3TextConfig(**dict(gemma, num_hidden_layers=3), query_pre_attn_scalar=16, sliding_window=6,
+                            sliding_window_pattern=2)
+    write_fixture("gemma3_multimodal", Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=text, vision_config=vision, mm_tokens_per_image=4, image_token_index=509, boi_token_index=510,
+        eoi_token_index=511)), 500, 20, seed=15, short_seq=6)
+    # Phi-3: fused qkv_proj and gate_up_proj, GQA (2 heads, 1 KV head, head_dim 16), RoPE on half of each head
+    # (partial_rotary_factor 0.5: 4 frequencies), longrope with original_max_position_embeddings 16 of 64: the
+    # 24-token sequence takes the long factors, the 12-token one the short ones, both the attention factor
+    # sqrt(1 + ln 4 / ln 16).
+    write_fixture("phi3_longrope", Phi3ForCausalLM(Phi3Config(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+        max_position_embeddings=64, original_max_position_embeddings=16, rms_norm_eps=1e-5, vocab_size=512,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                         "short_factor": [1.0, 1.3, 2.1, 3.7], "long_factor": [1.1, 2.5, 5.0, 9.0]})),
+                  512, 24, seed=14, short_seq=12)
 
     if ONLY:
         return

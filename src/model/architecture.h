@@ -25,8 +25,8 @@ struct TensorSpec {
 
 /// Where a forward's T new tokens sit. Without a cache: positions 0 .. T - 1 (the default).
 struct Placement {
-  int64_t past = 0;       ///< cached slots before the first new token
-  at::Tensor positions;   ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
+  int64_t past = 0;      ///< cached slots before the first new token
+  at::Tensor positions;  ///< [batch, T] int64 position of each new token; undefined: past .. past + T - 1
   /// Keys hidden from each query: [batch, T, past + T] bool (several token trees packed into one sequence);
   /// undefined: none.
   at::Tensor hidden_keys;
@@ -36,7 +36,7 @@ struct Placement {
   /// Positions are depths in packed token trees, not slots: a sliding window (which counts slots) is not applied,
   /// and the caller keeps every position below it.
   bool packed = false;
-  int64_t length = 0;     ///< the longest sequence after this forward (1 + the largest position); 0: past + T
+  int64_t length = 0;  ///< the longest sequence after this forward (1 + the largest position); 0: past + T
   /// The caller reads the linears' inputs (through the observer) and not the block's output: the forward may end
   /// once the last linear's input is observed, without its product, and return an undefined tensor.
   bool inputs_only = false;
@@ -70,6 +70,12 @@ class Architecture {
   }
   /// hidden -> logits [batch, seq, vocab] in fp32.
   virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
+  /// Whether `name` belongs to the checkpoint beside the language model (a multimodal model's vision tower): loaded
+  /// without a spec, never computed with, written out as it is.
+  virtual bool carried(const std::string& name) const {
+    (void)name;
+    return false;
+  }
 };
 
 class ConfigReader;
@@ -88,13 +94,37 @@ const ArchitectureEntry* find_model_type(const std::string& model_type);
 
 // The forwards (one per family) and config readers (one per architecture) are declared beside the table that names
 // them (architectures.cc), their only caller.
-/// What every LLaMA-style config shares (sizes, GQA, head_dim, RMSNorm eps, SwiGLU, RoPE and its scaling, tied
-/// head); `defaults` are the architecture's config-class defaults for fields config.json may omit.
+/// What every LLaMA-style config shares (sizes, GQA, head_dim, RMSNorm eps, the MLP's activation, RoPE and its
+/// scaling, tied head); `defaults` are the architecture's config-class defaults for fields config.json may omit.
 struct LlamaDefaults {
-  int64_t max_positions = 2048;
+  explicit LlamaDefaults(int64_t max_positions = 2048, std::optional<int64_t> num_kv_heads = std::nullopt)
+      : max_positions(max_positions), num_kv_heads(num_kv_heads) {}
+  int64_t max_positions;
   std::optional<int64_t> num_kv_heads;  ///< nullopt: num_attention_heads
+  std::optional<int64_t> head_dim;      ///< when absent; nullopt, null or 0: hidden_size / num_attention_heads
+  double norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  const char* activation_field = "hidden_act";
+  const char* activation = "silu";  ///< the one activation the family's forward computes
+  bool rope_by_layer_type = false;  ///< the family reads RoPE itself (Gemma 3: parameters per layer type)
+  bool partial_rotary = false;      ///< partial_rotary_factor below 1 is the family's (Phi-3), not refused
 };
 void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaults, ModelConfig& c);
+/// What Gemma 2 and 3 configs differ in: their config classes' defaults.
+struct GemmaDefaults {
+  int64_t max_positions;
+  int64_t sliding_pattern;  ///< without layer_types, every sliding_pattern-th layer is full, the others slide
+  double attention_softcap, logit_softcap;  ///< 0: none
+  bool rope_by_layer_type;
+};
+/// The config of a Gemma block (gemma2.cc): sizes, norms, GeGLU, query scaling, soft-capping, sliding layers.
+void read_gemma_family_config(const ConfigReader& r, const GemmaDefaults& gemma, ModelConfig& c);
+/// The sliding windows of Qwen2 and Qwen3 configs (use_sliding_window, sliding_window, layer_types or
+/// max_window_layers; qwen2.cc).
+void read_qwen_sliding_windows(const ConfigReader& r, ModelConfig& c);
+/// Which layers slide according to config.json's layer_types ("full_attention" or "sliding_attention" per layer);
+/// `fallback` when it is absent.
+std::vector<bool> read_layer_types(const ConfigReader& r, std::vector<bool> fallback);
 
 // Shared pieces of the forwards (attention.cc).
 
@@ -116,9 +146,12 @@ inline constexpr int64_t kBatchedStepScores = int64_t{6} << 20;
 
 /// What causal_attention computes beyond q, k and v, and how it cuts the work.
 struct AttentionOptions {
-  double scale = 1;     ///< multiplies q k^T
-  int64_t window = 0;   ///< > 0: query i sees keys i - window + 1 .. i only (sliding-window attention)
-  int64_t past = 0;     ///< cached positions before the first query
+  double scale = 1;  ///< multiplies q k^T
+  /// > 0: the scaled scores s become softcap * tanh(s / softcap) before the mask (Gemma 2's attention logit
+  /// soft-capping; the fused schedule cannot express it, so such attention never takes it)
+  double softcap = 0;
+  int64_t window = 0;  ///< > 0: query i sees keys i - window + 1 .. i only (sliding-window attention)
+  int64_t past = 0;    ///< cached positions before the first query
   /// [B, T, past + T] bool keys hidden from each query (undefined: none); the window counts slots, so it cannot be
   /// combined with hidden keys inside it.
   at::Tensor hidden_keys;

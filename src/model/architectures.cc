@@ -14,16 +14,29 @@ void read_llama_config(const ConfigReader& r, ModelConfig& c);
 void read_opt_config(const ConfigReader& r, ModelConfig& c);
 void read_mistral_config(const ConfigReader& r, ModelConfig& c);
 void read_qwen2_config(const ConfigReader& r, ModelConfig& c);
+void read_qwen3_config(const ConfigReader& r, ModelConfig& c);
+void read_olmo2_config(const ConfigReader& r, ModelConfig& c);
+void read_phi3_config(const ConfigReader& r, ModelConfig& c);
+void read_gemma2_config(const ConfigReader& r, ModelConfig& c);
+void read_gemma3_config(const ConfigReader& r, ModelConfig& c);
+void read_gemma3_multimodal_config(const ConfigReader& r, ModelConfig& c);
 
 namespace {
 
-// Mistral and Qwen2 are LLaMA blocks with a few config-driven differences (sliding-window attention, q/k/v
-// biases), so they share its forward.
+// Mistral, Qwen2 and 3, OLMo 2, Gemma 2 and 3 and Phi-3 are LLaMA blocks with config-driven differences
+// (sliding-window attention, biases, QK-norm, where the norms sit and how they scale, soft-capping, RoPE per layer
+// type, fused projections, partial rotary), so they share its forward.
 constexpr ArchitectureEntry kArchitectures[] = {
+    {"Gemma2ForCausalLM", "gemma2", &read_gemma2_config, &make_llama},
+    {"Gemma3ForCausalLM", "gemma3_text", &read_gemma3_config, &make_llama},
+    {"Gemma3ForConditionalGeneration", "gemma3", &read_gemma3_multimodal_config, &make_llama},
     {"LlamaForCausalLM", "llama", &read_llama_config, &make_llama},
     {"MistralForCausalLM", "mistral", &read_mistral_config, &make_llama},
     {"OPTForCausalLM", "opt", &read_opt_config, &make_opt},
+    {"Olmo2ForCausalLM", "olmo2", &read_olmo2_config, &make_llama},
+    {"Phi3ForCausalLM", "phi3", &read_phi3_config, &make_llama},
     {"Qwen2ForCausalLM", "qwen2", &read_qwen2_config, &make_llama},
+    {"Qwen3ForCausalLM", "qwen3", &read_qwen3_config, &make_llama},
 };
 
 }  // namespace

@@ -64,8 +64,8 @@ struct Step {
 // The keys a step over rows [s, s + len) of sequences [b, b + bn) must see: up to the last row's position, and,
 // with a sliding window, from the first row's window on; with `first_keys` (host [B, T] int64, may be undefined),
 // from the first key any of the step's queries may see.
-Step step_of(int64_t past, int64_t s, int64_t len, int64_t window, const at::Tensor& first_keys = {},
-             int64_t b = 0, int64_t bn = 1) {
+Step step_of(int64_t past, int64_t s, int64_t len, int64_t window, const at::Tensor& first_keys = {}, int64_t b = 0,
+             int64_t bn = 1) {
   const int64_t e = past + s + len;
   int64_t k0 = window > 0 ? std::max<int64_t>(0, past + s - window + 1) : 0;
   if (first_keys.defined()) {
@@ -76,6 +76,11 @@ Step step_of(int64_t past, int64_t s, int64_t len, int64_t window, const at::Ten
     k0 = std::max(k0, std::min(first, past + s));  // the diagonal block stays whole
   }
   return {past + s, len, k0, e - k0};
+}
+
+// Soft-capping of scaled scores, in their dtype as transformers' eager attention does it; nothing for cap 0.
+void cap_scores(at::Tensor& scores, double cap) {
+  if (cap > 0) scores.div_(cap).tanh_().mul_(cap);
 }
 
 // Hides from a step's scores what its queries may not see. `rows` views the scores as [.., rep, len, n];
@@ -103,8 +108,8 @@ at::Tensor hidden_part(const at::Tensor& hidden, int64_t b, int64_t bn, int64_t 
 // chunk is as long as the budget allows up to 512 rows (the masked work left is then 1/8 of a 2048-token window);
 // the groups and sequences that fit beside it share one batched product.
 void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& out5,
-                    int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden,
-                    const at::Tensor& first_keys, int64_t budget) {
+                    int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden, const at::Tensor& first_keys,
+                    double softcap, int64_t budget) {
   const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = kt.size(-1);
   const int64_t len_max = chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 64, 512);
   const int64_t step_scores = rep * std::min(len_max, T) * S;
@@ -122,6 +127,7 @@ void attend_batched(const at::Tensor& q5, const at::Tensor& kt, const at::Tensor
         const Step st = step_of(past, s, std::min(len_max, T - s), window, first_keys, b, bn);
         at::Tensor scores =
             at::matmul(qg.narrow(3, s, st.len).reshape({bn, gn, rep * st.len, D}), kg.narrow(-1, st.k0, st.n));
+        cap_scores(scores, softcap);
         mask_step(scores.view({bn, gn, rep, st.len, st.n}), st, window,
                   diagonal.narrow(0, 0, st.len).narrow(1, 0, st.len), hidden_part(hidden, b, bn, s, st));
         // Softmax in fp32 even for half compute, as transformers does; in place for fp32.
@@ -164,9 +170,9 @@ void mask_tile(float* scores, int64_t rep, const Step& st, int64_t window, const
 // and back between each of those (its products ran at about half the sgemm rate with K = head_dim). The largest
 // tiles are dealt out first. With `first_keys`, a tile never spans two runs of queries with different first keys
 // (two trees of a packed sequence), so that no query computes the keys of a tree before its own.
-void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out5,
-                  int64_t chunk, int64_t window, int64_t past, const at::Tensor& hidden,
-                  const at::Tensor& first_keys, int64_t budget) {
+void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out5, int64_t chunk,
+                  int64_t window, int64_t past, const at::Tensor& hidden, const at::Tensor& first_keys, double softcap,
+                  int64_t budget) {
   const int64_t B = q5.size(0), KV = q5.size(1), rep = q5.size(2), T = q5.size(3), D = q5.size(4), S = k.size(2);
   const int64_t len_max =
       std::min(T, chunk > 0 ? chunk : std::clamp<int64_t>(budget / std::max<int64_t>(1, rep * S), 16, 512));
@@ -206,6 +212,7 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
       qt.view({rep, st.len, D}).copy_(q5[b][g].narrow(1, s, st.len));
       at::Tensor scores = sbuf.narrow(0, 0, rows * st.n).view({rows, st.n});
       at::mm_out(scores, qt, k[b][g].narrow(0, st.k0, st.n).t());
+      cap_scores(scores, softcap);
       mask_tile(scores.data_ptr<float>(), rep, st, window, hidden_keys, b, s);
       at::_softmax_out(scores, scores, -1, false);
       at::mm_out(ot, scores, v[b][g].narrow(0, st.k0, st.n));
@@ -214,10 +221,12 @@ void attend_tiled(const at::Tensor& q5, const at::Tensor& k, const at::Tensor& v
   });
 }
 
-// Whether the fused kernel serves these options: it knows a causal mask aligned at the first key (past = 0), or no
-// mask at all (a single query sees every cached key), and, through a mask of its own, a sliding window.
+// Whether the fused kernel serves these options: it has no soft-capping; it knows a causal mask aligned at the first
+// key (past = 0), or no mask at all (a single query sees every cached key), and, through a mask of its own, a sliding
+// window.
 bool fused_applies(const at::Tensor& q, const AttentionOptions& o) {
-  return !o.hidden_keys.defined() && !o.first_keys.defined() && (o.past == 0 || (q.size(2) == 1 && o.window == 0));
+  return o.softcap == 0 && !o.hidden_keys.defined() && !o.first_keys.defined() &&
+         (o.past == 0 || (q.size(2) == 1 && o.window == 0));
 }
 
 at::Tensor attend_fused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t window,
@@ -267,10 +276,9 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   ALPS_CHECK(S == past + T, "attention: ", S, " keys for ", past, " cached and ", T, " new positions");
   ALPS_CHECK(!hidden.defined() || window == 0 || S <= window,
              "attention: a sliding window over packed sequences is not supported");
-  ALPS_CHECK(!hidden.defined() ||
-                 (hidden.dim() == 3 && hidden.size(0) == B && hidden.size(1) == T && hidden.size(2) == S),
-             "attention: hidden keys of shape ", hidden.sizes(), " for ", B, " sequences of ", T, " queries and ", S,
-             " keys");
+  ALPS_CHECK(
+      !hidden.defined() || (hidden.dim() == 3 && hidden.size(0) == B && hidden.size(1) == T && hidden.size(2) == S),
+      "attention: hidden keys of shape ", hidden.sizes(), " for ", B, " sequences of ", T, " queries and ", S, " keys");
   ALPS_CHECK(!first_keys.defined() || (first_keys.is_cpu() && first_keys.scalar_type() == at::kLong &&
                                        first_keys.dim() == 2 && first_keys.size(0) == B && first_keys.size(1) == T),
              "attention: first keys must be a host int64 tensor [", B, ", ", T, "], got ", first_keys.sizes());
@@ -281,8 +289,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
       fused_applies(q, options))
     schedule = AttentionSchedule::fused;
   if (schedule == AttentionSchedule::fused) {
-    ALPS_CHECK(fused_applies(q, options), "attention: the fused schedule takes no hidden or first keys, and cached "
-               "keys only before a single query");
+    ALPS_CHECK(fused_applies(q, options), "attention: the fused schedule takes no soft-capping, no hidden or first ",
+               "keys, and cached keys only before a single query");
     return attend_fused(q, k, v, options.scale, window, past);
   }
   // Query head h = g * rep + r reads KV head g (transformers' repeat_kv order): [B, H, T, D] viewed as
@@ -304,10 +312,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                "attention: tiled steps are for fp32 on the CPU, with hidden keys as a host bool tensor");
     // 1 MB of scores per tile, one core's L2 cache here: tiles of 192K-1M scores ran within 5% of each other on
     // the OPT-125M and SmolLM2 shapes, 64K and less up to 1.6x slower (alps_bench_block).
-    attend_tiled(q5, k, v, out5, chunk, window, past, hidden, first_keys,
+    attend_tiled(q5, k, v, out5, chunk, window, past, hidden, first_keys, options.softcap,
                  max_scores > 0 ? max_scores : int64_t{256} << 10);
   } else {
-    attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden, first_keys,
+    attend_batched(q5, k.transpose(-1, -2), v, out5, chunk, window, past, hidden, first_keys, options.softcap,
                    max_scores > 0 ? max_scores : kBatchedStepScores);
   }
   return out.view({B, T, H * D});

@@ -47,7 +47,7 @@ struct CausalLM::State {
   StoredWeights stored;
   c10::Device device{c10::kCPU};
   c10::ScalarType dtype = at::kFloat;
-  std::map<std::string, at::Tensor> resident;   // compute device and dtype
+  std::map<std::string, at::Tensor> resident;  // compute device and dtype
 
   at::Tensor weight(const std::string& name) const {
     if (auto it = resident.find(name); it != resident.end()) return it->second;
@@ -97,8 +97,9 @@ CausalLM CausalLM::load(const fs::path& dir) {
                ": expected dtype F32, F16 or BF16, got ", io::dtype_to_safetensors(dt));
   }
   for (const std::string& name : s.stored.order)
-    ALPS_CHECK(expected.count(name) || is_ignored_buffer(name), "unexpected tensor ", name, " in ",
-               s.stored.file_of[name], " for ", s.config.architecture, " with ", s.config.num_layers, " layers");
+    ALPS_CHECK(expected.count(name) || is_ignored_buffer(name) || s.arch->carried(name), "unexpected tensor ", name,
+               " in ", s.stored.file_of[name], " for ", s.config.architecture, " with ", s.config.num_layers,
+               " layers");
   spdlog::debug("loaded {} ({} tensors, {} files) from {}", s.config.architecture, s.stored.host.size(),
                 s.stored.files.size(), dir.string());
   return m;
@@ -168,9 +169,8 @@ at::Tensor CausalLM::embed_at(const at::Tensor& ids, const Placement& at) const 
   const ModelConfig& c = state_->config;
   ALPS_CHECK(ids.dim() == 2, "token ids: expected [batch, seq], got ", shape_str(ids.sizes()));
   ALPS_CHECK(at.sequence_length(ids.size(1)) <= c.max_sequence_length(), "sequence of ",
-             at.sequence_length(ids.size(1)),
-             " tokens exceeds the model's ", c.max_positions, " positions (max_position_embeddings in ",
-             (state_->dir / "config.json").string(), ")");
+             at.sequence_length(ids.size(1)), " tokens exceeds the model's ", c.max_positions,
+             " positions (max_position_embeddings in ", (state_->dir / "config.json").string(), ")");
   at::Tensor x = ids.to(state_->device, at::kLong);
   if (x.numel() > 0) {
     const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
@@ -223,8 +223,8 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& ids, KVCache* cache) const 
 
 at::Tensor CausalLM::packed_hidden_states(const at::Tensor& ids, const at::Tensor& positions,
                                           const at::Tensor& hidden) const {
-  ALPS_CHECK(ids.dim() == 2 && positions.sizes() == ids.sizes() && hidden.dim() == 3 &&
-                 hidden.size(0) == ids.size(0) && hidden.size(1) == ids.size(1) && hidden.size(2) == ids.size(1),
+  ALPS_CHECK(ids.dim() == 2 && positions.sizes() == ids.sizes() && hidden.dim() == 3 && hidden.size(0) == ids.size(0) &&
+                 hidden.size(1) == ids.size(1) && hidden.size(2) == ids.size(1),
              "packed sequences: token ids ", shape_str(ids.sizes()), ", positions ", shape_str(positions.sizes()),
              ", hidden keys ", shape_str(hidden.sizes()), " (expected [batch, seq], [batch, seq], [batch, seq, seq])");
   Placement at;
@@ -289,8 +289,8 @@ void CausalLM::release_tensor(const std::string& name) {
              state_->dir.string());
   ALPS_CHECK(!state_->resident.count(name), "release_tensor: '", name, "' is resident on the device");
   const auto& names = state_->stored.file_names;
-  const size_t file = static_cast<size_t>(
-      std::find(names.begin(), names.end(), state_->stored.file_of.at(name)) - names.begin());
+  const size_t file =
+      static_cast<size_t>(std::find(names.begin(), names.end(), state_->stored.file_of.at(name)) - names.begin());
   it->second = state_->stored.files.at(file).tensor(name);
 }
 

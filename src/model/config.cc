@@ -27,8 +27,8 @@ std::string ConfigReader::field(const char* key) const { return path_.string() +
 // nlohmann converts 2.5 to 2 without complaint, 1e30 with undefined behaviour, and wraps an unsigned value past
 // int64.
 int64_t ConfigReader::to_int(const json& v, const char* key) const {
-  ALPS_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}),
-             field(key), " must be an integer, got ", v.dump());
+  ALPS_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}), field(key),
+             " must be an integer, got ", v.dump());
   return v.get<int64_t>();
 }
 
@@ -95,18 +95,27 @@ int64_t ModelConfig::max_sequence_length() const {
 
 int64_t ModelConfig::default_window() const { return std::min(kProtocolWindow, max_positions); }
 
+int64_t ModelConfig::rotary_dim() const {
+  return static_cast<int64_t>(static_cast<double>(head_dim) *
+                              partial_rotary_factor);  // Python's int(), as transformers
+}
+
 int64_t ModelConfig::window_of_layer(int64_t i) const {
   return i >= 0 && i < static_cast<int64_t>(sliding_window.size()) ? sliding_window[static_cast<size_t>(i)] : 0;
 }
 
-namespace {
+namespace {}  // namespace
 
-std::optional<int64_t> optional_id(const ConfigReader& r, const char* key) {
+std::optional<int64_t> read_token_id(const ConfigReader& r, const char* key) {
   auto it = r.raw().find(key);
   if (it == r.raw().end() || it->is_null() || (it->is_array() && it->empty())) return std::nullopt;
   // An id list (several EOS tokens) contributes its first id.
-  return it->is_array() ? ConfigReader((*it)[0], r.path()).optional_int(key) : r.optional_int(key);
+  if (!it->is_array()) return r.optional_int(key);
+  // Its first element read as the field itself, so that a bad one is named as the field.
+  return ConfigReader(nlohmann::json{{key, (*it)[0]}}, r.path(), r.prefix()).optional_int(key);
 }
+
+namespace {
 
 const ArchitectureEntry& architecture_of(const ConfigReader& r) {
   if (auto it = r.raw().find("architectures"); it != r.raw().end() && it->is_array() && !it->empty()) {
@@ -136,8 +145,9 @@ ModelConfig load_config(const std::filesystem::path& path) {
     const ArchitectureEntry& a = architecture_of(r);
     c.architecture = a.name;
     a.read_config(r, c);
-    c.bos_token_id = optional_id(r, "bos_token_id");
-    c.eos_token_id = optional_id(r, "eos_token_id");
+    // A multimodal config's reader takes them from its text config where the top level has none.
+    if (auto id = read_token_id(r, "bos_token_id")) c.bos_token_id = id;
+    if (auto id = read_token_id(r, "eos_token_id")) c.eos_token_id = id;
     c.torch_dtype = r.has("torch_dtype") ? r.string("torch_dtype", "") : r.string("dtype", "");
   } catch (const json::exception& e) {
     ALPS_FAIL(path.string(), ": malformed field: ", e.what());

@@ -1,6 +1,6 @@
 #pragma once
-// Typed, range-checked access to the fields of one config.json, shared by the per-architecture readers (llama.cc,
-// opt.cc, mistral.cc, qwen2.cc). Every error names the file and the field.
+// Typed, range-checked access to the fields of one config.json, shared by the per-architecture readers (one file per
+// architecture). Every error names the file and the field.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -19,6 +19,8 @@ class ConfigReader {
   /// The object itself, for fields a reader walks on its own.
   const nlohmann::json& raw() const { return j_; }
   const std::filesystem::path& path() const { return path_; }
+  /// The nested object's name in messages ("rope_scaling."), empty at the top level.
+  const std::string& prefix() const { return prefix_; }
   /// Whether `key` is present and not null.
   bool has(const char* key) const;
   /// Integer field; integers only (a size written as 2.5 or 1e30 is a broken config, not a size to round).
@@ -44,6 +46,9 @@ class ConfigReader {
 };
 
 struct ModelConfig;
+
+/// A token id field; of a list (several EOS tokens), its first id; nullopt when absent, null or empty.
+std::optional<int64_t> read_token_id(const ConfigReader& r, const char* key);
 
 /// hidden_size, `intermediate_key`, num_hidden_layers, num_attention_heads, vocab_size (required) and
 /// max_position_embeddings (default `default_max_positions`): positive integers.

@@ -1,131 +1,98 @@
-// LlamaForCausalLM forward, following transformers' modeling_llama: RMSNorm, RoPE (rotate_half convention,
-// optional linear, dynamic or llama3 frequency scaling), grouped-query attention, SwiGLU MLP, tied or untied
-// lm_head. The LLaMA variants (Mistral, Qwen2) run this forward too: their differences are config values
-// (sliding-window attention per layer, q/k/v biases) read by their own config readers.
+// The forward of LLaMA and its descendants, following transformers' modeling_llama and the modeling files that
+// derive from it: RMSNorm, RoPE (rotate_half convention; rope.h), grouped-query attention, a gated MLP, tied or
+// untied lm_head. Mistral, Qwen2 and 3, OLMo 2 and Gemma 2 and 3 run this forward too: their differences are
+// ModelConfig values (sliding windows, biases, QK-norm, norm placement and scaling, soft-capping, GeGLU, embedding
+// scale, RoPE per layer type) set by their own config readers.
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <map>
-#include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
-#include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
 #include "model/architecture.h"
 #include "model/config_reader.h"
 #include "model/rms_norm.h"
+#include "model/rope.h"
 #include "model/rotary.h"
 
 namespace alps::model {
 
 namespace {
 
-// RoPE base and its scaling. transformers <= 4.x writes rope_theta / rope_scaling; 5.x folds both into
-// rope_parameters (and rope_scaling, when present, wins).
-void read_rope(const ConfigReader& r, ModelConfig& c) {
-  nlohmann::json rope = nlohmann::json::object();
-  std::string where = "rope_parameters.";
-  for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    auto it = r.raw().find(key);
-    if (it == r.raw().end() || it->is_null()) continue;
-    ALPS_CHECK(it->is_object(), r.field(key), " must be an object, got ", it->dump());
-    rope.update(*it);
-    where = std::string(key) + ".";
-  }
-  const ConfigReader s(rope, r.path(), where);
-  for (const auto& [key, value] : rope.items())
-    ALPS_CHECK(!value.is_object(), s.field(key.c_str()),
-               " is an object: RoPE parameters per layer type are not supported");
-  // inv_freq = theta^(-2i/d): theta <= 0 gives NaN or infinite frequencies.
-  c.rope_theta = s.number("rope_theta", r.number("rope_theta", 10000.0));
-  ALPS_CHECK(c.rope_theta > 0, r.path().string(), ": rope_theta must be positive, got ", c.rope_theta);
-  // A LLaMA block rotates whole heads; transformers fails on a partial rotary factor here too.
-  for (const ConfigReader* from : {&s, &r}) {
-    const double partial = from->number("partial_rotary_factor", 1.0);
-    ALPS_CHECK(partial == 1.0, from->field("partial_rotary_factor"),
-               ": only 1 (RoPE on whole heads) is supported, got ", partial);
-  }
-  const char* type_key = s.has("rope_type") ? "rope_type" : "type";
-  const std::string type = s.string(type_key, "default");
-  // transformers 4.x lets "type" overwrite "rope_type", 5.x the other way round: two names for one rule are only
-  // unambiguous when they agree.
-  if (s.has("rope_type") && s.has("type"))
-    ALPS_CHECK(s.string("type", "") == type, s.field("type"), " is '", s.string("type", ""), "' but '", where,
-               "rope_type' is '", type, "': transformers 4.x runs the first and 5.x the second; keep one");
-  if (type == "default") return;
-  ALPS_CHECK(type == "linear" || type == "dynamic" || type == "llama3", s.field(type_key),
-             ": expected one of default, linear, dynamic, llama3, got '", type, "'");
-  RopeScaling sc;
-  sc.type = type;
-  ALPS_CHECK(s.has("factor"), s.field("factor"), " is required for rope_type '", type, "'");
-  sc.factor = s.number("factor", 1.0);
-  // Every rule divides a frequency or a length by the factor.
-  ALPS_CHECK(sc.factor > 0, r.path().string(), ": ", type, " ", where, "factor must be positive, got ", sc.factor);
-  if (type == "dynamic")  // the base is raised to head_dim / (head_dim - 2)
-    ALPS_CHECK(c.head_dim > 2, r.path().string(), ": dynamic RoPE scaling needs head_dim > 2, got ", c.head_dim);
-  if (type == "llama3") {
-    sc.low_freq_factor = s.number("low_freq_factor", 1.0);
-    sc.high_freq_factor = s.number("high_freq_factor", 4.0);
-    // transformers takes a top-level original_max_position_embeddings first, then the rope dict's, then
-    // max_position_embeddings.
-    const ConfigReader& from = r.has("original_max_position_embeddings") ? r : s;
-    sc.original_max_position_embeddings =
-        from.optional_int("original_max_position_embeddings").value_or(c.max_positions);
-    // The llama3 rule divides the original length by both frequency factors and blends between them.
-    ALPS_CHECK(sc.low_freq_factor > 0, r.path().string(), ": llama3 ", where, "low_freq_factor must be positive, got ",
-               sc.low_freq_factor);
-    ALPS_CHECK(sc.high_freq_factor > sc.low_freq_factor, r.path().string(), ": llama3 ", where,
-               "high_freq_factor must exceed low_freq_factor, got ", sc.high_freq_factor, " and ", sc.low_freq_factor);
-    from.check_positive(sc.original_max_position_embeddings, "original_max_position_embeddings");
-  }
-  c.rope_scaling = sc;
-}
-
 class Llama final : public Architecture {
  public:
-  explicit Llama(const ModelConfig& c) : c_(c) {}
+  explicit Llama(const ModelConfig& c)
+      : c_(c),
+        rope_(RopeParameters{c.rope_theta, c.rope_scaling, c.partial_rotary_factor}, c.rotary_dim(), c.max_positions),
+        sliding_rope_(RopeParameters{c.sliding_rope_theta.value_or(c.rope_theta), std::nullopt, 1.0}, c.rotary_dim(),
+                      c.max_positions) {}
 
   std::vector<TensorSpec> tensor_specs() const override {
     const int64_t h = c_.hidden_size, f = c_.intermediate_size, d = c_.head_dim;
     const int64_t q = c_.num_heads * d, kv = c_.num_kv_heads * d;
-    std::vector<TensorSpec> s{{"model.embed_tokens.weight", {c_.vocab_size, h}}, {"model.norm.weight", {h}}};
+    std::vector<TensorSpec> s{{embed_name(), {c_.vocab_size, h}}, {model_ + "norm.weight", {h}}};
     // A tied head has no tensor of its own; tolerate a redundant copy as transformers does.
-    s.push_back({"lm_head.weight", {c_.vocab_size, h}, c_.tie_word_embeddings});
+    s.push_back({lm_head_, {c_.vocab_size, h}, c_.tie_word_embeddings});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = block_prefix(i);
-      s.push_back({p + "input_layernorm.weight", {h}});
-      s.push_back({p + "post_attention_layernorm.weight", {h}});
-      for (auto [name, out, in] : {std::tuple{"self_attn.q_proj", q, h}, {"self_attn.k_proj", kv, h},
-                                   {"self_attn.v_proj", kv, h}}) {
-        s.push_back({p + name + ".weight", {out, in}});
-        if (c_.attention_bias || c_.qkv_bias) s.push_back({p + name + ".bias", {out}});
+      for (const char* norm : block_norms()) s.push_back({p + norm + ".weight", {h}});
+      if (c_.qk_norm != QkNorm::none) {
+        const bool per_head = c_.qk_norm == QkNorm::per_head;
+        s.push_back({p + "self_attn.q_norm.weight", {per_head ? d : q}});
+        s.push_back({p + "self_attn.k_norm.weight", {per_head ? d : kv}});
       }
-      s.push_back({p + "self_attn.o_proj.weight", {h, q}});
-      if (c_.attention_bias) s.push_back({p + "self_attn.o_proj.bias", {h}});
-      for (auto [name, out, in] : {std::tuple{"mlp.gate_proj", f, h}, {"mlp.up_proj", f, h}, {"mlp.down_proj", h, f}}) {
+      auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
         s.push_back({p + name + ".weight", {out, in}});
-        if (c_.mlp_bias) s.push_back({p + name + ".bias", {out}});
+        if (bias) s.push_back({p + name + ".bias", {out}});
+      };
+      const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
+      if (c_.fused_projections) {
+        linear("self_attn.qkv_proj", q + 2 * kv, h, qkv_bias);
+      } else {
+        for (auto [name, out] : {std::pair{"self_attn.q_proj", q}, {"self_attn.k_proj", kv}, {"self_attn.v_proj", kv}})
+          linear(name, out, h, qkv_bias);
       }
+      linear("self_attn.o_proj", h, q, c_.attention_bias);
+      if (c_.fused_projections) {
+        linear("mlp.gate_up_proj", 2 * f, h, c_.mlp_bias);
+      } else {
+        linear("mlp.gate_proj", f, h, c_.mlp_bias);
+        linear("mlp.up_proj", f, h, c_.mlp_bias);
+      }
+      linear("mlp.down_proj", h, f, c_.mlp_bias);
     }
     return s;
   }
 
   std::vector<std::string> linear_names() const override {
+    if (c_.fused_projections) return {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"};
     return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
             "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
   }
-  std::string block_prefix(int64_t i) const override { return "model.layers." + std::to_string(i) + "."; }
+  std::string block_prefix(int64_t i) const override { return model_ + "layers." + std::to_string(i) + "."; }
   std::vector<std::string> non_block_tensors() const override {
-    return {"model.embed_tokens.weight", "model.norm.weight", head_name()};
+    return {embed_name(), model_ + "norm.weight", head_name()};
+  }
+  bool carried(const std::string& name) const override {
+    const std::string& lm = c_.language_model_prefix;
+    return !lm.empty() && name.compare(0, lm.size(), lm) != 0;
   }
 
   at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& /*RoPE places tokens*/) const override {
-    return at::embedding(w("model.embed_tokens.weight"), ids);
+    at::Tensor x = at::embedding(w(embed_name()), ids);
+    if (!c_.scale_embeddings) return x;
+    // transformers multiplies by sqrt(hidden_size) held as an fp32 tensor cast to the embeddings' dtype: the
+    // factor rounds to fp32 and then to that dtype first.
+    const double factor = at::scalar_tensor(std::sqrt(static_cast<double>(c_.hidden_size)), at::kFloat)
+                              .to(x.scalar_type())
+                              .item<double>();
+    return x.mul_(factor);
   }
 
-  at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x,
-                           const LinearObserver* observer, BlockCache* cache, const Placement& at) const override {
+  at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x, const LinearObserver* observer,
+                           BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
     const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, KV = c_.num_kv_heads, D = c_.head_dim;
     auto observe = [&](const std::string& name, const at::Tensor& in) {
@@ -135,116 +102,119 @@ class Llama final : public Architecture {
       observe(name, in);
       return apply_linear(in, w(p + name + ".weight"), bias ? w(p + name + ".bias") : at::Tensor());
     };
+    auto norm = [&](const at::Tensor& in, const char* name) {
+      return rms_norm(in, w(p + name + ".weight"), c_.norm_eps, c_.norm_scale);
+    };
+    const bool pre = c_.norm_placement != NormPlacement::post, post = c_.norm_placement != NormPlacement::pre;
 
-    at::Tensor h = rms_norm(x, w(p + "input_layernorm.weight"), c_.norm_eps);
+    at::Tensor h = pre ? norm(x, "input_layernorm") : x;
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
-    at::Tensor q = lin("self_attn.q_proj", h, qkv_bias).view({B, T, H, D}).transpose(1, 2);
-    at::Tensor k = lin("self_attn.k_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
-    at::Tensor v = lin("self_attn.v_proj", h, qkv_bias).view({B, T, KV, D}).transpose(1, 2);
-    auto [cos, sin] = rope_tables(at, T, x.device(), x.scalar_type());
-    q = apply_rotary(q, cos, sin);
-    k = apply_rotary(k, cos, sin);
+    at::Tensor q, k, v;
+    if (c_.fused_projections) {  // one product, its output columns q | k | v
+      const at::Tensor qkv = lin("self_attn.qkv_proj", h, qkv_bias);
+      q = qkv.narrow(-1, 0, H * D);
+      k = qkv.narrow(-1, H * D, KV * D);
+      v = qkv.narrow(-1, (H + KV) * D, KV * D);
+    } else {
+      q = lin("self_attn.q_proj", h, qkv_bias);
+      k = lin("self_attn.k_proj", h, qkv_bias);
+      v = lin("self_attn.v_proj", h, qkv_bias);
+    }
+    if (c_.qk_norm == QkNorm::whole) {
+      q = norm(q, "self_attn.q_norm");
+      k = norm(k, "self_attn.k_norm");
+    }
+    q = q.view({B, T, H, D});
+    k = k.view({B, T, KV, D});
+    if (c_.qk_norm == QkNorm::per_head) {
+      q = norm(q, "self_attn.q_norm");
+      k = norm(k, "self_attn.k_norm");
+    }
+    v = v.view({B, T, KV, D}).transpose(1, 2);
+    const int64_t window = c_.window_of_layer(i);
+    const RopeTables& rope = window > 0 && c_.sliding_rope_theta ? sliding_rope_ : rope_;
+    auto [cos, sin] = rope.tables(at, T, x.device(), x.scalar_type());
+    q = rotate(q.transpose(1, 2), cos, sin);
+    k = rotate(k.transpose(1, 2), cos, sin);
     std::tie(k, v) = extend_cache(cache, k, v.contiguous());
-    at::Tensor a = causal_attention(
-        q, k, v, attention_at(at, 1.0 / std::sqrt(static_cast<double>(D)), at.packed ? 0 : c_.window_of_layer(i)));
-    at::Tensor out = x + lin("self_attn.o_proj", a, c_.attention_bias);
+    AttentionOptions options =
+        attention_at(at, c_.attention_scale > 0 ? c_.attention_scale : 1.0 / std::sqrt(static_cast<double>(D)),
+                     at.packed ? 0 : window);
+    options.softcap = c_.attention_softcap;
+    at::Tensor a = lin("self_attn.o_proj", causal_attention(q, k, v, options), c_.attention_bias);
+    at::Tensor out = x + (post ? norm(a, "post_attention_layernorm") : a);
 
-    h = rms_norm(out, w(p + "post_attention_layernorm.weight"), c_.norm_eps);
-    at::Tensor g = lin("mlp.gate_proj", h, c_.mlp_bias);
-    at::Tensor u = lin("mlp.up_proj", h, c_.mlp_bias);
-    const at::Tensor m = at::silu_(g).mul_(u);
+    switch (c_.norm_placement) {
+      case NormPlacement::pre:
+        h = norm(out, "post_attention_layernorm");
+        break;
+      case NormPlacement::post:
+        h = out;
+        break;
+      case NormPlacement::sandwich:
+        h = norm(out, "pre_feedforward_layernorm");
+        break;
+    }
+    at::Tensor m;
+    if (c_.fused_projections) {  // gate | up
+      const at::Tensor gu = lin("mlp.gate_up_proj", h, c_.mlp_bias);
+      const int64_t f = c_.intermediate_size;
+      m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
+    } else {
+      m = activation_(lin("mlp.gate_proj", h, c_.mlp_bias)).mul_(lin("mlp.up_proj", h, c_.mlp_bias));
+    }
     if (at.inputs_only) {
       observe("mlp.down_proj", m);
       return {};
     }
-    return out + lin("mlp.down_proj", m, c_.mlp_bias);
+    const at::Tensor d = lin("mlp.down_proj", m, c_.mlp_bias);
+    return out + (post ? norm(d, "post_feedforward_layernorm") : d);
   }
 
-  // Dynamic scaling computes every position's rotation from the sequence's whole length once it passes
-  // max_position_embeddings, so keys cached at a shorter length would be rotated differently.
-  bool cache_exact(int64_t length) const override {
-    return !(c_.rope_scaling && c_.rope_scaling->type == "dynamic" && length > c_.max_positions);
-  }
+  bool cache_exact(int64_t length) const override { return rope_.cache_exact(length); }
 
   at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
-    at::Tensor h = rms_norm(hidden, w("model.norm.weight"), c_.norm_eps);
-    return at::matmul(h, w(head_name()).t()).to(at::kFloat);
+    at::Tensor h = rms_norm(hidden, w(model_ + "norm.weight"), c_.norm_eps, c_.norm_scale);
+    at::Tensor logits = at::matmul(h, w(head_name()).t());
+    // In the compute dtype, as transformers caps them.
+    if (c_.logit_softcap > 0) logits = logits.div_(c_.logit_softcap).tanh_().mul_(c_.logit_softcap);
+    return logits.to(at::kFloat);
   }
 
  private:
-  std::string head_name() const { return c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"; }
+  std::string embed_name() const { return model_ + "embed_tokens.weight"; }
+  std::string head_name() const { return c_.tie_word_embeddings ? embed_name() : lm_head_; }
 
-  // inv_freq_j = theta^(-2j/D) for a forward over T positions, then the scaling, each computed as transformers'
-  // rope initialisers compute it (fp32 tensors, the same operations in the same order).
-  at::Tensor inv_freq(int64_t T) const {
-    const int64_t D = c_.head_dim;
-    const at::Tensor exponent = at::arange(0, D, 2, at::kLong).to(at::kFloat) / static_cast<double>(D);
-    if (!c_.rope_scaling) return 1.0 / at::pow(c_.rope_theta, exponent);
-    const RopeScaling& s = *c_.rope_scaling;
-    // linear: positions divided by the factor, applied to the frequencies instead (the same products).
-    if (s.type == "linear") return 1.0 / at::pow(c_.rope_theta, exponent) / s.factor;
-    if (s.type == "dynamic") return dynamic_inv_freq(T, exponent);
-    // llama3: long wavelengths divided by `factor`, short ones kept, a linear blend in between.
-    at::Tensor inv = 1.0 / at::pow(c_.rope_theta, exponent);
-    const double old_len = static_cast<double>(s.original_max_position_embeddings);
-    const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
-    at::Tensor wavelen = 2 * M_PI / inv;
-    at::Tensor scaled = at::where(wavelen > low_wavelen, inv / s.factor, inv);
-    at::Tensor smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-    at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
-    at::Tensor medium = at::logical_not(wavelen < high_wavelen).logical_and(at::logical_not(wavelen > low_wavelen));
-    return at::where(medium, smoothed, scaled);
+  // The MLP's activation, in place.
+  at::Tensor activation_(at::Tensor g) const { return c_.activation == "silu" ? at::silu_(g) : at::gelu_(g, "tanh"); }
+
+  // RoPE on the leading rotary_dim dimensions of each head of x [B, heads, T, D]; the rest pass (partial rotary).
+  at::Tensor rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const {
+    const int64_t D = c_.head_dim, R = c_.rotary_dim();
+    if (R == D) return apply_rotary(x, cos, sin);
+    return at::cat({apply_rotary(x.narrow(-1, 0, R), cos, sin), x.narrow(-1, R, D - R)}, -1);
   }
 
-  // Dynamic NTK scaling: base' = base * (factor * L / M - (factor - 1))^(D / (D - 2)) with M =
-  // max_position_embeddings and L = max(T, M), so nothing changes up to M positions. transformers computes the
-  // initial table (L = M) in Python doubles and a longer forward's table from the int64 length tensor, in fp32;
-  // both are reproduced. Unlike transformers' rotary module, which keeps the table of the longest forward so far
-  // until a forward shorter than M resets it, the table here depends only on the forward's own length: what a
-  // freshly loaded transformers model computes for it.
-  at::Tensor dynamic_inv_freq(int64_t T, const at::Tensor& exponent) const {
-    const double factor = c_.rope_scaling->factor, power = c_.head_dim / static_cast<double>(c_.head_dim - 2);
-    const int64_t M = c_.max_positions;
-    if (T <= M) {
-      const double base = c_.rope_theta * std::pow((factor * static_cast<double>(M) / static_cast<double>(M)) -
-                                                       (factor - 1), power);
-      return 1.0 / at::pow(base, exponent);
+  // The block's RMSNorms, by where they sit (post_attention_layernorm is the MLP's input norm in a pre-norm
+  // block and the attention output's norm in the others, as the checkpoints name them).
+  std::vector<const char*> block_norms() const {
+    switch (c_.norm_placement) {
+      case NormPlacement::pre:
+        return {"input_layernorm", "post_attention_layernorm"};
+      case NormPlacement::post:
+        return {"post_attention_layernorm", "post_feedforward_layernorm"};
+      case NormPlacement::sandwich:
+        return {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                "post_feedforward_layernorm"};
     }
-    const at::Tensor length = at::scalar_tensor(T, at::kLong);
-    const at::Tensor base = c_.rope_theta * (factor * length / M - (factor - 1)).pow(power);
-    return 1.0 / at::pow(base, exponent);
-  }
-
-  // cos/sin for the T new tokens placed at `at` ([1, 1, T, D/2], or [B, 1, T, D/2] with positions per sequence:
-  // transformers' tables repeat these halves), computed in fp32 like transformers, then cast to the compute dtype.
-  std::pair<at::Tensor, at::Tensor> rope_tables(const Placement& at, int64_t T, c10::Device device,
-                                                c10::ScalarType dtype) const {
-    // Made on the device: a blocking upload from the host would make every block of a GPU forward wait for the GPU.
-    const at::Tensor positions = at.positions.defined()
-                                     ? at.positions.to(device)
-                                     : at::arange(at.past, at.past + T, at::TensorOptions(at::kLong).device(device));
-    const at::Tensor inv = device_inv_freq(at.sequence_length(T), device);
-    const at::Tensor freqs = (positions.to(at::kFloat).unsqueeze(-1) * inv).view({-1, 1, T, c_.head_dim / 2});
-    return {freqs.cos().to(dtype), freqs.sin().to(dtype)};
-  }
-
-  // inv_freq on `device`, computed on the host as transformers computes it and uploaded once per device and length
-  // that changes it (only dynamic scaling past max_position_embeddings does).
-  at::Tensor device_inv_freq(int64_t T, c10::Device device) const {
-    const bool by_length = c_.rope_scaling && c_.rope_scaling->type == "dynamic" && T > c_.max_positions;
-    const std::pair<std::string, int64_t> key{device.str(), by_length ? T : 0};
-    std::lock_guard<std::mutex> lock(inv_freq_mu_);
-    auto it = inv_freq_on_device_.find(key);
-    if (it == inv_freq_on_device_.end()) {
-      if (inv_freq_on_device_.size() > 64) inv_freq_on_device_.clear();  // dynamic lengths: keep the map small
-      it = inv_freq_on_device_.emplace(key, inv_freq(T).to(device)).first;
-    }
-    return it->second;
+    return {};
   }
 
   ModelConfig c_;
-  mutable std::mutex inv_freq_mu_;
-  mutable std::map<std::pair<std::string, int64_t>, at::Tensor> inv_freq_on_device_;
+  // The decoder's tensors ("model." or, inside a multimodal checkpoint, "language_model.model.") and the head's.
+  std::string model_ = c_.language_model_prefix + "model.", lm_head_ = c_.language_model_prefix + "lm_head.weight";
+  RopeTables rope_;          ///< every layer's, or the full-attention layers' where sliding ones differ
+  RopeTables sliding_rope_;  ///< the sliding layers' where c_.sliding_rope_theta is set
 };
 
 }  // namespace
@@ -254,16 +224,15 @@ std::unique_ptr<Architecture> make_llama(const ModelConfig& config) { return std
 void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaults, ModelConfig& c) {
   read_sizes(r, "intermediate_size", defaults.max_positions, c);
   // Absent takes the config class's default; null means "as many as the query heads".
-  c.num_kv_heads = r.raw().contains("num_key_value_heads")
-                       ? r.optional_int("num_key_value_heads").value_or(c.num_heads)
-                       : defaults.num_kv_heads.value_or(c.num_heads);
+  c.num_kv_heads = r.raw().contains("num_key_value_heads") ? r.optional_int("num_key_value_heads").value_or(c.num_heads)
+                                                           : defaults.num_kv_heads.value_or(c.num_heads);
   r.check_positive(c.num_kv_heads, "num_key_value_heads");
   ALPS_CHECK(c.num_heads % c.num_kv_heads == 0, r.path().string(), ": num_attention_heads ", c.num_heads,
              " is not a multiple of num_key_value_heads ", c.num_kv_heads);
   // transformers reads `head_dim or hidden_size // num_attention_heads`: absent, null and 0 all mean the default,
   // which only makes sense when the division is exact. An explicit head_dim may differ from the quotient (the
   // projections are [heads * head_dim, hidden]).
-  c.head_dim = r.optional_int("head_dim").value_or(0);
+  c.head_dim = r.raw().contains("head_dim") ? r.optional_int("head_dim").value_or(0) : defaults.head_dim.value_or(0);
   if (c.head_dim == 0) {
     ALPS_CHECK(c.hidden_size % c.num_heads == 0, r.path().string(), ": hidden_size ", c.hidden_size,
                " is not divisible by num_attention_heads ", c.num_heads);
@@ -272,16 +241,33 @@ void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaul
   r.check_positive(c.head_dim, "head_dim");
   ALPS_CHECK(c.head_dim % 2 == 0, r.path().string(), ": head_dim must be even for RoPE, got ", c.head_dim);
   // RMSNorm divides by sqrt(mean(x^2) + eps): eps <= 0 turns a zero hidden state into NaN.
-  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.norm_eps = r.number("rms_norm_eps", defaults.norm_eps);
   ALPS_CHECK(c.norm_eps > 0, r.path().string(), ": rms_norm_eps must be positive, got ", c.norm_eps);
-  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-  c.activation = r.string("hidden_act", "silu");
-  ALPS_CHECK(c.activation == "silu", r.field("hidden_act"), ": expected 'silu', got '", c.activation, "'");
-  read_rope(r, c);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", defaults.tie_word_embeddings);
+  c.activation = r.string(defaults.activation_field, defaults.activation);
+  ALPS_CHECK(c.activation == defaults.activation, r.field(defaults.activation_field), ": expected '",
+             defaults.activation, "', got '", c.activation, "'");
+  if (!defaults.rope_by_layer_type) read_rope(r, c, defaults.partial_rotary);
+}
+
+std::vector<bool> read_layer_types(const ConfigReader& r, std::vector<bool> fallback) {
+  if (!r.has("layer_types")) return fallback;
+  const auto L = static_cast<size_t>(r.required_int("num_hidden_layers"));
+  const nlohmann::json& types = r.raw().at("layer_types");
+  ALPS_CHECK(types.is_array() && types.size() == L, r.field("layer_types"), ": expected a list of ", L,
+             " layer types (num_hidden_layers), got ", types.dump());
+  std::vector<bool> sliding(L, false);
+  for (size_t i = 0; i < L; ++i) {
+    const nlohmann::json& t = types[i];
+    ALPS_CHECK(t == "full_attention" || t == "sliding_attention", r.field("layer_types"), ": layer ", i,
+               ": expected 'full_attention' or 'sliding_attention', got ", t.dump());
+    sliding[i] = t == "sliding_attention";
+  }
+  return sliding;
 }
 
 void read_llama_config(const ConfigReader& r, ModelConfig& c) {
-  read_llama_family_config(r, LlamaDefaults{}, c);
+  read_llama_family_config(r, LlamaDefaults(), c);
   c.attention_bias = r.boolean("attention_bias", false);
   c.mlp_bias = r.boolean("mlp_bias", false);
 }

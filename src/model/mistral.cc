@@ -10,7 +10,7 @@
 namespace alps::model {
 
 void read_mistral_config(const ConfigReader& r, ModelConfig& c) {
-  read_llama_family_config(r, LlamaDefaults{131072, 8}, c);
+  read_llama_family_config(r, LlamaDefaults(131072, 8), c);
   // MistralConfig's window is 4096 when the field is absent; null turns it off. (transformers' Mistral ignores
   // layer_types: every layer slides.)
   if (r.raw().contains("sliding_window") && !r.has("sliding_window")) return;

@@ -1,8 +1,7 @@
 // Qwen2ForCausalLM (Qwen2, Qwen2.5): a LLaMA block with biases on the q, k and v projections (not on o_proj nor
 // the MLP). Sliding-window attention is off unless use_sliding_window is true; then layer_types says which layers
 // slide, or, in configs written before layer_types existed, the layers from max_window_layers on.
-#include <nlohmann/json.hpp>
-#include <string>
+#include <vector>
 
 #include "alps/core/error.h"
 #include "model/architecture.h"
@@ -11,9 +10,13 @@
 namespace alps::model {
 
 void read_qwen2_config(const ConfigReader& r, ModelConfig& c) {
-  read_llama_family_config(r, LlamaDefaults{32768, 32}, c);
+  read_llama_family_config(r, LlamaDefaults(32768, 32), c);
   c.qkv_bias = true;
-  // Qwen2Config drops sliding_window (absent: 4096) unless use_sliding_window.
+  read_qwen_sliding_windows(r, c);
+}
+
+void read_qwen_sliding_windows(const ConfigReader& r, ModelConfig& c) {
+  // The config classes drop sliding_window (absent: 4096) unless use_sliding_window.
   int64_t window = 0;
   if (r.boolean("use_sliding_window", false)) {
     const bool off = r.raw().contains("sliding_window") && !r.has("sliding_window");
@@ -21,21 +24,11 @@ void read_qwen2_config(const ConfigReader& r, ModelConfig& c) {
     if (!off) r.check_positive(window, "sliding_window");
   }
   const auto L = static_cast<size_t>(c.num_layers);
-  std::vector<bool> sliding(L, false);
-  if (r.has("layer_types")) {
-    const nlohmann::json& types = r.raw().at("layer_types");
-    ALPS_CHECK(types.is_array() && types.size() == L, r.field("layer_types"), ": expected a list of ", L,
-               " layer types (num_hidden_layers), got ", types.dump());
-    for (size_t i = 0; i < L; ++i) {
-      const nlohmann::json& t = types[i];
-      ALPS_CHECK(t == "full_attention" || t == "sliding_attention", r.field("layer_types"), ": layer ", i,
-                 ": expected 'full_attention' or 'sliding_attention', got ", t.dump());
-      sliding[i] = t == "sliding_attention";
-    }
-  } else {
-    const int64_t first_sliding = r.optional_int("max_window_layers").value_or(28);
-    for (size_t i = 0; i < L; ++i) sliding[i] = window > 0 && static_cast<int64_t>(i) >= first_sliding;
-  }
+  // Configs written before layer_types existed: the layers from max_window_layers on.
+  std::vector<bool> legacy(L, false);
+  const int64_t first_sliding = r.optional_int("max_window_layers").value_or(28);
+  for (size_t i = 0; i < L; ++i) legacy[i] = window > 0 && static_cast<int64_t>(i) >= first_sliding;
+  const std::vector<bool> sliding = read_layer_types(r, legacy);
   c.sliding_window.assign(L, 0);
   for (size_t i = 0; i < L; ++i) {
     if (!sliding[i]) continue;

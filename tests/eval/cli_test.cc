@@ -292,7 +292,8 @@ TEST(EvalCli, ConfigValueOutOfRangeIsADataError) {
   std::ofstream(tmp / "m" / "config.json", std::ios::trunc) << j.dump();
   const auto r = test::run_cli({"inspect", "--model", (tmp / "m").string(), "--json"});
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.err.find((tmp / "m" / "config.json").string() + ": rope_theta must be positive, got -1"),
+  EXPECT_NE(r.err.find((tmp / "m" / "config.json").string() +
+                             ": rope_parameters.rope_theta must be positive, got -1"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;

@@ -23,13 +23,24 @@ namespace {
 using nlohmann::json;
 
 TEST(Architectures, TableListsEverySupportedArchitecture) {
-  EXPECT_EQ(supported_architectures(), "LlamaForCausalLM, MistralForCausalLM, OPTForCausalLM, Qwen2ForCausalLM");
+  EXPECT_EQ(supported_architectures(),
+            "Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, LlamaForCausalLM, "
+            "MistralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
+            "Qwen3ForCausalLM");
 }
 
 TEST(Architectures, ModelTypeSelectsTheArchitectureWhenArchitecturesIsAbsent) {
   test::TempDir tmp;
-  for (auto [name, arch] : {std::pair{"mistral_swa", "MistralForCausalLM"}, {"qwen2_linear", "Qwen2ForCausalLM"},
-                            {"llama_gqa", "LlamaForCausalLM"}, {"opt_pre", "OPTForCausalLM"}}) {
+  for (auto [name, arch] : {std::pair{"mistral_swa", "MistralForCausalLM"},
+                            {"qwen2_linear", "Qwen2ForCausalLM"},
+                            {"llama_gqa", "LlamaForCausalLM"},
+                            {"opt_pre", "OPTForCausalLM"},
+                            {"qwen3_qknorm", "Qwen3ForCausalLM"},
+                            {"olmo2_post", "Olmo2ForCausalLM"},
+                            {"gemma2_softcap", "Gemma2ForCausalLM"},
+                            {"gemma3_local_global", "Gemma3ForCausalLM"},
+                            {"phi3_longrope", "Phi3ForCausalLM"},
+                            {"gemma3_multimodal", "Gemma3ForConditionalGeneration"}}) {
     const fs::path dir = copy_fixture(name, tmp);
     edit_config(dir, [](json& j) { j.erase("architectures"); });
     EXPECT_EQ(load_config(dir / "config.json").architecture, arch);
@@ -39,11 +50,12 @@ TEST(Architectures, ModelTypeSelectsTheArchitectureWhenArchitecturesIsAbsent) {
 TEST(Architectures, UnknownArchitectureOrModelTypeNamesFileFieldAndTheSupportedOnes) {
   test::TempDir tmp;
   const fs::path dir = copy_fixture("qwen2_linear", tmp);
-  edit_config(dir, [](json& j) { j["architectures"] = {"Qwen3ForCausalLM"}; });
+  edit_config(dir, [](json& j) { j["architectures"] = {"MixtralForCausalLM"}; });
   std::string msg = test::error_message([&] { CausalLM::load(dir); });
-  EXPECT_NE(msg.find((dir / "config.json").string() + ": unknown architecture 'Qwen3ForCausalLM' in field "
-                     "'architectures' (supported: LlamaForCausalLM, MistralForCausalLM"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find((dir / "config.json").string() + ": unknown architecture 'MixtralForCausalLM' in field "
+                                                "'architectures' (supported: Gemma2ForCausalLM, Gemma3ForCausalLM"),
+      std::string::npos)
       << msg;
   edit_config(dir, [](json& j) {
     j.erase("architectures");
@@ -116,14 +128,15 @@ TEST(Architectures, UnsupportedValuesNameFileAndField) {
       {"qwen2_swa", [](json& j) { j["use_sliding_window"] = "yes"; },
        "field 'use_sliding_window' must be true or false"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"]["rope_type"] = "yarn"; },
-       "field 'rope_parameters.rope_type': expected one of default, linear, dynamic, llama3, got 'yarn'"},
-      {"qwen2_linear", [](json& j) { j["rope_parameters"]["rope_type"] = "longrope"; }, "got 'longrope'"},
+       "field 'rope_parameters.rope_type': expected one of default, linear, dynamic, llama3, longrope, got 'yarn'"},
+      {"qwen2_linear", [](json& j) { j["rope_parameters"]["rope_type"] = "longrope"; },
+       "field 'rope_parameters.short_factor' is required for rope_type 'longrope'"},
       {"qwen2_linear",
        [](json& j) {
          j.erase("rope_parameters");
          j["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}};
        },
-       "field 'rope_scaling.type': expected one of default, linear, dynamic, llama3, got 'su'"},
+       "field 'rope_scaling.type': expected one of default, linear, dynamic, llama3, longrope, got 'su'"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"]["type"] = "dynamic"; },
        "field 'rope_parameters.type' is 'dynamic' but 'rope_parameters.rope_type' is 'linear'"},
       {"qwen2_linear", [](json& j) { j["rope_parameters"].erase("factor"); },
@@ -162,7 +175,8 @@ TEST(Architectures, LegacyRopeScalingFieldsReadLikeRopeParameters) {
   EXPECT_EQ(c.rope_scaling->factor, 4.0);
   EXPECT_EQ(c.rope_theta, 1e6);
   io::SafetensorsFile golden(fixture("qwen2_linear.golden.safetensors"));
-  EXPECT_TRUE(CausalLM::load(dir).forward(golden.tensor("input_ids"))
+  EXPECT_TRUE(CausalLM::load(dir)
+                  .forward(golden.tensor("input_ids"))
                   .equal(CausalLM::load(fixture("qwen2_linear")).forward(golden.tensor("input_ids"))));
 }
 
@@ -174,8 +188,9 @@ TEST(Architectures, OnlyDynamicRopeRunsPastMaxPositionEmbeddings) {
   EXPECT_EQ(dynamic.forward(at::zeros({1, 100}, at::kLong)).size(1), 100);
   CausalLM linear = CausalLM::load(fixture("qwen2_linear"));
   EXPECT_EQ(linear.config().max_sequence_length(), 128);
-  EXPECT_NE(test::error_message([&] { linear.forward(at::zeros({1, 129}, at::kLong)); })
-                .find("sequence of 129 tokens exceeds the model's 128 positions"),
+  EXPECT_NE(test::error_message([&] {
+              linear.forward(at::zeros({1, 129}, at::kLong));
+            }).find("sequence of 129 tokens exceeds the model's 128 positions"),
             std::string::npos);
 }
 

@@ -14,10 +14,11 @@ namespace alps::model {
 namespace {
 
 at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                               int64_t window = 0, const at::Tensor& hidden_keys = {}) {
+                               int64_t window = 0, const at::Tensor& hidden_keys = {}, double softcap = 0) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), rep = H / k.size(1);
   at::Tensor kr = k.repeat_interleave(rep, 1), vr = v.repeat_interleave(rep, 1);
   at::Tensor s = at::matmul(q.to(at::kDouble), kr.to(at::kDouble).transpose(-1, -2)) * scale;
+  if (softcap > 0) s = softcap * at::tanh(s / softcap);
   s.masked_fill_(at::ones({T, T}, at::kBool).triu(1), -INFINITY);
   // Query i sees keys i - window + 1 .. i: everything on or below diagonal -window is hidden.
   if (window > 0) s.masked_fill_(at::ones({T, T}, at::kBool).tril(-window), -INFINITY);
@@ -85,11 +86,55 @@ TEST(Attention, SlidingWindowMatchesReference) {
     for (AttentionSchedule schedule : kSchedules)
       for (int64_t chunk : {0, 1, 4, 7, 64, 1000})
         EXPECT_ALL_CLOSE(attend(q, k, v, 0.25, chunk, window, 0, {}, 0, schedule), ref, tol, 0)
-            << name(schedule) << " H " << H << " KV " << KV << " T " << T << " window " << window << " chunk "
-            << chunk;
+            << name(schedule) << " H " << H << " KV " << KV << " T " << T << " window " << window << " chunk " << chunk;
     // The window really hides something (except where it spans the whole sequence).
     if (window < T) EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25), 1e-3, 1e-3));
   }
+}
+
+// Gemma 2's soft-capping, cap * tanh(s / cap) on the scaled scores before the mask, in both schedules, with and
+// without a window. tanh is 1-Lipschitz, so a score carries its dot product's error plus the three roundings of the
+// capping (each relative to at most the cap).
+TEST(Attention, SoftCappedScoresMatchReference) {
+  at::manual_seed(8);
+  for (auto [H, KV, T, window] : {std::tuple{4, 2, 37, 0}, {6, 3, 100, 16}}) {
+    at::Tensor q = 3 * at::randn({2, H, T, 16}), k = at::randn({2, KV, T, 16}), v = at::randn({2, KV, T, 16});
+    const double cap = 2.0;
+    const at::Tensor ref = reference_attention(q, k, v, 0.25, window, {}, cap);
+    const double vmax = v.abs().max().item<double>();
+    const double score_scale = 0.25 * 16 * q.abs().max().item<double>() * k.abs().max().item<double>();
+    const double tol = test::rounding_bound(16 + 2 * T, vmax) +
+                       (test::rounding_bound(16, score_scale) + test::rounding_bound(3, cap)) * vmax;
+    for (AttentionSchedule schedule : kSchedules)
+      for (int64_t chunk : {0, 7}) {
+        AttentionOptions o;
+        o.scale = 0.25;
+        o.softcap = cap;
+        o.window = window;
+        o.chunk = chunk;
+        o.schedule = schedule;
+        EXPECT_ALL_CLOSE(causal_attention(q, k, v, o), ref, tol, 0)
+            << name(schedule) << " H " << H << " T " << T << " window " << window << " chunk " << chunk;
+      }
+    // The cap binds: these scores reach well past it.
+    EXPECT_FALSE(at::allclose(ref, reference_attention(q, k, v, 0.25, window), 1e-2, 1e-2));
+  }
+}
+
+// On a GPU the automatic schedule cannot take the fused kernel for capped scores (it has no such step): it runs
+// batched steps, and the fused schedule asked for by name is refused.
+TEST(Attention, SoftCappingOnTheGpuRunsBatchedSteps_CUDA) {
+  at::manual_seed(9);
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  at::Tensor q = 3 * at::randn({2, 4, 40, 16}, cuda), k = at::randn({2, 2, 40, 16}, cuda);
+  at::Tensor v = at::randn({2, 2, 40, 16}, cuda);
+  AttentionOptions o;
+  o.scale = 0.25;
+  o.softcap = 2.0;
+  const at::Tensor ref = reference_attention(q.cpu(), k.cpu(), v.cpu(), 0.25, 0, {}, 2.0);
+  EXPECT_ALL_CLOSE(causal_attention(q, k, v, o).cpu(), ref, 2e-3, 2e-3);  // TF32 may be on for CUDA matmuls
+  o.schedule = AttentionSchedule::fused;
+  EXPECT_NE(test::error_message([&] { causal_attention(q, k, v, o); }).find("soft-capping"), std::string::npos);
 }
 
 // A window at least as long as the sequence hides nothing: bit-identical to plain causal attention.
@@ -98,8 +143,8 @@ TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
   at::Tensor q = at::randn({1, 4, 30, 8}), k = at::randn({1, 2, 30, 8}), v = at::randn({1, 2, 30, 8});
   for (AttentionSchedule schedule : kSchedules)
     for (int64_t window : {30, 31, 1000})
-      EXPECT_TRUE(attend(q, k, v, 0.3, 0, window, 0, {}, 0, schedule)
-                      .equal(attend(q, k, v, 0.3, 0, 0, 0, {}, 0, schedule)))
+      EXPECT_TRUE(
+          attend(q, k, v, 0.3, 0, window, 0, {}, 0, schedule).equal(attend(q, k, v, 0.3, 0, 0, 0, {}, 0, schedule)))
           << name(schedule) << " " << window;
 }
 
@@ -107,8 +152,8 @@ TEST(Attention, WindowCoveringTheSequenceIsPlainCausal) {
 // give the last T rows of the whole sequence's attention, with and without a sliding window.
 TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
   at::manual_seed(3);
-  for (auto [H, KV, S, past, window] : {std::tuple{4, 2, 37, 30, 0}, {4, 4, 50, 49, 0}, {6, 3, 100, 60, 16},
-                                        {2, 2, 12, 11, 4}, {4, 2, 20, 0, 0}}) {
+  for (auto [H, KV, S, past, window] :
+       {std::tuple{4, 2, 37, 30, 0}, {4, 4, 50, 49, 0}, {6, 3, 100, 60, 16}, {2, 2, 12, 11, 4}, {4, 2, 20, 0, 0}}) {
     const int64_t T = S - past;
     at::Tensor q = at::randn({2, H, S, 16}), k = at::randn({2, KV, S, 16}), v = at::randn({2, KV, S, 16});
     const at::Tensor ref = reference_attention(q, k, v, 0.25, window).narrow(1, past, T);
@@ -120,8 +165,8 @@ TEST(Attention, QueriesAfterCachedKeysMatchTheWholeSequence) {
     for (AttentionSchedule schedule : kSchedules)
       for (int64_t chunk : {0, 1, 7})
         EXPECT_ALL_CLOSE(attend(tail, k, v, 0.25, chunk, window, past, {}, 0, schedule), ref, tol, 0)
-            << name(schedule) << " H " << H << " KV " << KV << " past " << past << " window " << window
-            << " chunk " << chunk;
+            << name(schedule) << " H " << H << " KV " << KV << " past " << past << " window " << window << " chunk "
+            << chunk;
   }
 }
 
@@ -181,8 +226,9 @@ TEST(Attention, FusedMatchesReference) {
   // What it cannot serve is refused rather than computed wrongly: queries after cached keys with a causal mask
   // (the kernel aligns it at the first key), hidden keys.
   at::Tensor q = at::randn({1, 2, 4, 8}), k = at::randn({1, 2, 6, 8}), v = at::randn({1, 2, 6, 8});
-  EXPECT_NE(test::error_message([&] { attend(q, k, v, 0.25, 0, 0, 2, {}, 0, AttentionSchedule::fused); })
-                .find("fused schedule"),
+  EXPECT_NE(test::error_message([&] {
+              attend(q, k, v, 0.25, 0, 0, 2, {}, 0, AttentionSchedule::fused);
+            }).find("fused schedule"),
             std::string::npos);
   EXPECT_NE(test::error_message([&] {
               attend(q, k.narrow(2, 0, 4), v.narrow(2, 0, 4), 0.25, 0, 0, 0, at::zeros({1, 4, 4}, at::kBool), 0,
@@ -218,8 +264,7 @@ TEST(Attention, RefusesMasksOfAnotherShapeOrKind) {
   // Another batch, or one row of keys for all queries (padding, which no caller has).
   at::Tensor other_batch = at::zeros({B + 1, T, T}, at::kBool), padding = at::zeros({B, T}, at::kBool);
   for (const at::Tensor& hidden : {other_batch, padding})
-    EXPECT_NE(test::error_message([&] { attend(q, k, v, 0.25, 0, 0, 0, hidden, 0); })
-                  .find("hidden keys of shape"),
+    EXPECT_NE(test::error_message([&] { attend(q, k, v, 0.25, 0, 0, 0, hidden, 0); }).find("hidden keys of shape"),
               std::string::npos);
   const at::Tensor hidden = at::zeros({B, T, T}, at::kBool);
   for (const at::Tensor& first : {at::zeros({B, T}, at::kInt), at::zeros({B, T + 1}, at::kLong)})

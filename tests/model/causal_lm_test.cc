@@ -77,8 +77,8 @@ TEST_P(GoldenLogits, BlockByBlockEqualsForwardAndResidencyIsTransparent) {
 
 // The same sequences fed in pieces through a KV cache (a prompt, single tokens as in decoding, a few at a time):
 // the same logits as transformers' whole forward, to the same bound. Where the cache cannot be exact (dynamic RoPE
-// beyond max_position_embeddings rotates every position by the whole length) the model says so, and the pieces
-// do differ there, so the rule is not vacuous.
+// beyond max_position_embeddings rotates every position by the whole length, longrope beyond its original length
+// takes other factors) the model says so, and the pieces do differ there, so the rule is not vacuous.
 TEST_P(GoldenLogits, KVCacheInPiecesEqualsWholeForward) {
   CausalLM m = CausalLM::load(fixture(GetParam()));
   io::SafetensorsFile golden(fixture(GetParam() + ".golden.safetensors"));
@@ -97,9 +97,12 @@ TEST_P(GoldenLogits, KVCacheInPiecesEqualsWholeForward) {
     const at::Tensor logits = at::cat(pieces, 1);
     if (m.cache_exact(T)) {
       EXPECT_ALL_CLOSE(logits, expected, logits_bound(m, expected), 0);
-    } else {
-      EXPECT_EQ(GetParam(), "llama_dynamic");
-      EXPECT_TRUE(m.cache_exact(m.config().max_positions));
+    } else {  // the table changes past a length: dynamic scaling's max_position_embeddings, longrope's original
+      const RopeScaling& s = *m.config().rope_scaling;
+      ASSERT_TRUE(s.type == "dynamic" || s.type == "longrope") << s.type;
+      const int64_t switch_at = s.type == "dynamic" ? m.config().max_positions : s.original_max_position_embeddings;
+      EXPECT_TRUE(m.cache_exact(switch_at));
+      EXPECT_FALSE(m.cache_exact(switch_at + 1));
       EXPECT_GT((logits - expected).abs().max().item<double>(), 100 * logits_bound(m, expected));
     }
   }
@@ -295,10 +298,10 @@ TEST(CausalLM, Stories260KGreedyContinuationFromBos) {
 
 TEST(CausalLM, RejectsBadTokenInput) {
   CausalLM m = CausalLM::load(fixture("opt_pre"));
-  EXPECT_THROW(m.forward(at::full({1, 3}, 96, at::kLong)), Error);           // id >= vocab
-  EXPECT_THROW(m.forward(at::zeros({1, 65}, at::kLong)), Error);             // > max_position_embeddings 64
-  EXPECT_THROW(m.forward(at::zeros({3}, at::kLong)), Error);                 // not [batch, seq]
-  EXPECT_THROW(m.set_compute(c10::Device(c10::kCPU), at::kHalf), Error);   // half needs CUDA
+  EXPECT_THROW(m.forward(at::full({1, 3}, 96, at::kLong)), Error);        // id >= vocab
+  EXPECT_THROW(m.forward(at::zeros({1, 65}, at::kLong)), Error);          // > max_position_embeddings 64
+  EXPECT_THROW(m.forward(at::zeros({3}, at::kLong)), Error);              // not [batch, seq]
+  EXPECT_THROW(m.set_compute(c10::Device(c10::kCPU), at::kHalf), Error);  // half needs CUDA
 }
 
 // A packed forward needs every token to see itself (a query with no key has no softmax): a mask that hides a token
@@ -309,16 +312,20 @@ TEST(CausalLM, PackedSequencesRefuseATokenHiddenFromItself) {
   at::Tensor hidden = at::ones({4, 4}, at::kBool).triu(1).repeat({2, 1, 1});
   EXPECT_EQ(test::error_message([&] { m.packed_hidden_states(ids, positions, hidden); }), "no error");
   hidden[1][2][2] = true;
-  EXPECT_NE(test::error_message([&] { m.packed_hidden_states(ids, positions, hidden); })
-                .find("token 2 of sequence 1 does not see itself"),
+  EXPECT_NE(test::error_message([&] {
+              m.packed_hidden_states(ids, positions, hidden);
+            }).find("token 2 of sequence 1 does not see itself"),
             std::string::npos);
-  EXPECT_NE(test::error_message([&] { m.packed_hidden_states(ids, positions, hidden.narrow(1, 0, 3)); })
-                .find("expected [batch, seq], [batch, seq], [batch, seq, seq]"),
+  EXPECT_NE(test::error_message([&] {
+              m.packed_hidden_states(ids, positions, hidden.narrow(1, 0, 3));
+            }).find("expected [batch, seq], [batch, seq], [batch, seq, seq]"),
             std::string::npos);
 }
 
 TEST(CausalLM, GoldenLogits_CUDA) {
-  for (const char* name : {"opt_pre", "llama_gqa"}) {
+  // Gemma 2's soft-capped attention takes batched steps where the others take the fused kernel.
+  for (const char* name :
+       {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap", "gemma3_local_global"}) {
     CausalLM m = CausalLM::load(fixture(name));
     io::SafetensorsFile golden(fixture(std::string(name) + ".golden.safetensors"));
     m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);

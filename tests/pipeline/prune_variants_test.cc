@@ -1,7 +1,10 @@
 // `alps prune`, `eval` and `generate` on the LLaMA variants: a Qwen2 fixture (q/k/v biases, tied head,
-// linear RoPE) and a Mistral one whose 8-token sliding window is shorter than the calibration windows. The
-// fixtures have stories260K's vocabulary size, so that model's tokenizer drives them. That the pruned checkpoints
-// load in transformers with the same perplexity is checked by scripts/check_hf_load.py (docs/architectures.md).
+// linear RoPE), a Mistral one whose 8-token sliding window is shorter than the calibration windows, Qwen3 (QK-norm,
+// biases on all attention projections), OLMo 2 (norms after the sublayers), Gemma 2 (soft-capping, sandwich norms,
+// GeGLU), Gemma 3 (RoPE per layer type, bf16; and its multimodal form, whose vision tower is carried) and Phi-3 (fused
+// qkv_proj and gate_up_proj, pruned as stored; partial longrope). The fixtures have stories260K's vocabulary size, so
+// that model's tokenizer drives them. That the pruned checkpoints load in transformers with the same perplexity is
+// checked by scripts/check_hf_load.py (docs/architectures.md).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -56,13 +59,32 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   const fs::path model = model_with_tokenizer(GetParam(), dir.path());
   const fs::path out = dir / "pruned";
   const int64_t nsamples = 4, seqlen = 32;
-  const auto r = test::run_cli({"prune", "--model", model.string(), "--out", out.string(), "--calib", calib(),
-                                "--nsamples", std::to_string(nsamples), "--seqlen", std::to_string(seqlen),
-                                "--batch-size", "4", "--method", "sparsegpt", "--sparsity", "0.5", "--dump-problems",
-                                (dir / "problems").string(), "--device", "cpu", "--json"});
+  const auto r = test::run_cli({"prune",
+                                "--model",
+                                model.string(),
+                                "--out",
+                                out.string(),
+                                "--calib",
+                                calib(),
+                                "--nsamples",
+                                std::to_string(nsamples),
+                                "--seqlen",
+                                std::to_string(seqlen),
+                                "--batch-size",
+                                "4",
+                                "--method",
+                                "sparsegpt",
+                                "--sparsity",
+                                "0.5",
+                                "--dump-problems",
+                                (dir / "problems").string(),
+                                "--device",
+                                "cpu",
+                                "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = json::parse(r.out);
-  EXPECT_EQ(report["layers"].size(), 14u);  // 2 blocks x 7 linears
+  const model::ModelConfig c = model::load_config(model / "config.json");
+  EXPECT_EQ(report["layers"].size(), static_cast<size_t>((c.fused_projections ? 4 : 7) * c.num_layers));
 
   const auto dense = model::CausalLM::load(model);
   const auto pruned = model::CausalLM::load(out);
@@ -74,23 +96,26 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   // Everything else, the q/k/v biases among them, is the input's, byte for byte.
   int64_t biases = 0;
   for (const auto& name : test::checkpoint_tensor_names(dense.dir())) {
-    biases += name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (name.find("_proj.weight") == std::string::npos)
+    // A multimodal checkpoint's vision tower has biases of its own; it is carried like every other tensor.
+    const bool carried = name.rfind(c.language_model_prefix, 0) != 0;
+    biases += !carried && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (carried || name.find("_proj.weight") == std::string::npos)
       EXPECT_TRUE(pruned.tensor(name).equal(dense.tensor(name))) << name;
   }
-  EXPECT_EQ(biases, dense.config().qkv_bias ? 6 : 0);
+  EXPECT_EQ(biases, c.num_layers * (c.qkv_bias ? 3 : c.attention_bias ? 4 : 0));
 
   // The statistics pass ran the dense block 0 (biases, sliding window) on the calibration windows: the o_proj
   // gram is that of the attention output computed here. Both sum 128 products of the same inputs, rounded in
   // fp32 by differently blocked products (at most `chain` roundings each) and accumulated in fp32 there.
   const auto tok = tokenizer::load_tokenizer(model);
-  const at::Tensor ids = pipeline::sample_windows(pipeline::read_documents(calib()), *tok,
-                                                  {calib(), nsamples, seqlen, 0});
-  const prune::LayerProblem p = prune::load_problem(dir / "problems/model.layers.0.self_attn.o_proj.safetensors");
+  const at::Tensor ids =
+      pipeline::sample_windows(pipeline::read_documents(calib()), *tok, {calib(), nsamples, seqlen, 0});
+  std::string o_proj = dense.weight_name(0, "self_attn.o_proj");
+  o_proj.resize(o_proj.size() - std::string(".weight").size());
+  const prune::LayerProblem p = prune::load_problem(dir / "problems" / (o_proj + ".safetensors"));
   const at::Tensor inputs = block0_inputs(dense, ids, "self_attn.o_proj");
   const at::Tensor expected = gram_of(inputs);
   const int64_t T = nsamples * seqlen;
-  const model::ModelConfig& c = dense.config();
   const int64_t chain = c.hidden_size + c.head_dim + 2 * seqlen;
   const double xmax2 = expected.diagonal().max().item<double>();  // >= max_t x_ti^2
   EXPECT_EQ(p.tokens, T);
@@ -106,15 +131,15 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   if (c.qkv_bias) {  // without the biases the gram is another one: the check above can tell
     model::CausalLM no_bias = model::CausalLM::load(model);
     for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-      const std::string name = "model.layers.0.self_attn." + std::string(proj) + ".bias";
+      const std::string name = c.language_model_prefix + "model.layers.0.self_attn." + std::string(proj) + ".bias";
       no_bias.set_tensor(name, at::zeros_like(no_bias.tensor(name)));
     }
     EXPECT_GT((gram_of(block0_inputs(no_bias, ids, "self_attn.o_proj")) - expected).abs().max().item<double>(),
               10 * test::rounding_bound(T + 2 * chain, T * xmax2));
   }
 
-  const auto e = test::run_cli({"eval", "--model", out.string(), "--ppl", calib(), "--seqlen", "64",
-                                "--max-windows", "3", "--device", "cpu", "--json"});
+  const auto e = test::run_cli({"eval", "--model", out.string(), "--ppl", calib(), "--seqlen", "64", "--max-windows",
+                                "3", "--device", "cpu", "--json"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const json ev = json::parse(e.out)["results"][0];
   EXPECT_EQ(ev["windows"].get<int64_t>(), 3);
@@ -124,7 +149,8 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   const json info = json::parse(i.out);
   EXPECT_EQ(info["architecture"], c.architecture);
   EXPECT_EQ(info["sliding_window"], json(c.sliding_window));
-  const json rope = c.rope_scaling ? json{{"type", "linear"}, {"factor", 4.0}} : json(nullptr);
+  const json rope =
+      c.rope_scaling ? json{{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}} : json(nullptr);
   EXPECT_EQ(info["rope_scaling"], rope);
   EXPECT_DOUBLE_EQ(info["linear_sparsity"].get<double>(), 0.5);
 
@@ -137,7 +163,10 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   EXPECT_LE(gen["ids"].size(), 5u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, PruneVariants, ::testing::Values("qwen2_linear", "mistral_swa"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, PruneVariants,
+                         ::testing::Values("qwen2_linear", "mistral_swa", "qwen3_qknorm", "olmo2_post",
+                                           "gemma2_softcap", "gemma3_local_global", "gemma3_multimodal",
+                                           "phi3_longrope"));
 
 }  // namespace
 }  // namespace alps

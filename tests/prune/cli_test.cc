@@ -239,7 +239,9 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   // --model names every architecture of the table, in every command that takes it.
   for (const char* command : {"prune", "eval", "inspect", "generate"}) {
     const auto h = run_cli({command, "--help"});
-    EXPECT_NE(h.out.find("(LlamaForCausalLM, MistralForCausalLM, OPTForCausalLM, Qwen2ForCausalLM)"),
+    EXPECT_NE(h.out.find("(Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, "
+                         "LlamaForCausalLM, MistralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, "
+                         "Qwen2ForCausalLM, Qwen3ForCausalLM)"),
               std::string::npos)
         << command << "\n" << h.out;
   }

@@ -10,12 +10,35 @@ namespace alps::model {
 
 /// RoPE frequency scaling ("rope_scaling" / "rope_parameters" with a rope_type other than "default").
 struct RopeScaling {
-  std::string type;  ///< "linear", "dynamic" or "llama3" (others are rejected with a clear error)
+  std::string type;  ///< "linear", "dynamic", "llama3" or "longrope" (others are rejected with a clear error)
   double factor = 1.0;
   // llama3 only
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  int64_t original_max_position_embeddings = 8192;  ///< llama3 and longrope
+  // longrope only: per-frequency divisors up to / beyond original_max_position_embeddings, and the factor on cos and
+  // sin
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
+};
+
+/// Where a LLaMA-style block applies its RMSNorms.
+enum class NormPlacement {
+  pre,       ///< on the inputs of attention and of the MLP (LLaMA, Mistral, Qwen)
+  post,      ///< on the outputs of attention and of the MLP, before each residual sum (OLMo 2)
+  sandwich,  ///< both: four norms per block (Gemma 2 and 3)
+};
+/// RMSNorm of the queries and keys, before RoPE.
+enum class QkNorm {
+  none,
+  per_head,  ///< over each head's head_dim (Qwen3, Gemma 3)
+  whole,     ///< over the whole projection, every head at once (OLMo 2)
+};
+/// How an RMSNorm's weight w scales the normalised x (the same in fp32; in half precision they round differently).
+enum class NormScale {
+  weight,           ///< x cast back to its dtype, then times w (LLaMA)
+  weight_fp32,      ///< times w in fp32, then cast back (OLMo 2)
+  one_plus_weight,  ///< times (1 + w) in fp32, then cast back (Gemma)
 };
 
 struct ModelConfig {
@@ -30,20 +53,39 @@ struct ModelConfig {
   int64_t max_positions = 0;
   double norm_eps = 1e-5;
   bool tie_word_embeddings = true;
-  // LLaMA family (LLaMA, Mistral, Qwen2)
+  // LLaMA family (LLaMA, Mistral, Qwen2 and 3, OLMo 2, Gemma 2 and 3)
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
+  /// The leading int(head_dim * factor) dimensions of each head rotate, the rest pass (Phi-3 and Phi-4).
+  double partial_rotary_factor = 1.0;
+  /// q, k and v as one qkv_proj (in that order) and gate and up as one gate_up_proj (gate first), as Phi-3 stores
+  /// them: each is one linear with one input.
+  bool fused_projections = false;
+  /// Where the language model's tensors sit in a multimodal checkpoint ("language_model." in Gemma 3's), empty for a
+  /// causal LM's own checkpoint. Every tensor outside it (a vision tower, a projector) is carried to the output as
+  /// it is.
+  std::string language_model_prefix;
   bool attention_bias = false;  ///< bias on q, k, v and o projections (LLaMA's attention_bias)
   bool qkv_bias = false;        ///< bias on q, k and v only (Qwen2)
   bool mlp_bias = false;
   /// Per layer: how many keys a query sees, itself included (sliding-window attention); 0 = every earlier key.
   /// Empty means 0 for every layer.
   std::vector<int64_t> sliding_window;
+  /// The RoPE base of the sliding layers where it differs from the others' (Gemma 3's rope_local_base_freq; they
+  /// rotate without scaling).
+  std::optional<double> sliding_rope_theta;
+  NormPlacement norm_placement = NormPlacement::pre;
+  QkNorm qk_norm = QkNorm::none;
+  NormScale norm_scale = NormScale::weight;
+  bool scale_embeddings = false;  ///< embeddings times sqrt(hidden_size), rounded to the compute dtype (Gemma)
+  double attention_scale = 0;     ///< multiplies q k^T; 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+  double attention_softcap = 0;   ///< > 0: attention scores s -> cap * tanh(s / cap) before the mask (Gemma 2)
+  double logit_softcap = 0;       ///< > 0: the same on the final logits (Gemma 2)
   // OPT
   bool do_layer_norm_before = true;
   int64_t word_embed_proj_dim = 0;  ///< project_in/out exist when != hidden_size
   bool enable_bias = true;
-  std::string activation = "silu";  ///< hidden_act / activation_function
+  std::string activation = "silu";  ///< hidden_act / hidden_activation / activation_function
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;
   std::string torch_dtype;  ///< as written in config.json (informational)
@@ -58,6 +100,8 @@ struct ModelConfig {
   static constexpr int64_t kProtocolWindow = 2048;
   /// Sliding window of layer i (0 = none).
   int64_t window_of_layer(int64_t i) const;
+  /// The dimensions of a head that RoPE rotates: int(head_dim * partial_rotary_factor).
+  int64_t rotary_dim() const;
 };
 
 /// Parses and validates `path` (config.json); unknown architectures and inconsistent sizes are errors naming the file.
