@@ -3,7 +3,7 @@
 
 Run from the repository root:
     python3 scripts/make_tokenizer_golden.py [--data-dir ../shared/data] [--out tests/data/tokenizer]
-                                             [--smollm2 DIR]
+                                             [--smollm2 DIR] [--only FAMILY ...]
 
 References: Hugging Face `tokenizers` (byte-level BPE: GPT-2 tables, and a LLaMA-3-style tokenizer.json trained
 here; small tokenizer.json files trained here with the normalizer, pre-tokenizer, model options and decoder of each
@@ -350,6 +350,28 @@ def mistral_style(data_dir, out_dir, provenance):
     save_family(tok, config, "mistral_style", "Mistral v0.3, LLaMA-2 non-legacy", data_dir, out_dir, provenance)
 
 
+def gemma_style(data_dir, out_dir, provenance):
+    # Gemma 2 and 3 tokenizer.json, as transformers' GemmaConverter writes it from the SentencePiece model: the
+    # normalizer turns spaces into meta spaces and prepends none (unlike LLaMA-2), a Split on " " that finds nothing
+    # left to split, byte fallback, <pad> <eos> <bos> <unk> first, "<bos>" by template, Replace/ByteFallback/Fuse
+    # decoder without a Strip.
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Replace(" ", SPACE)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="never", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=700, show_progress=False,
+                                  special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"] + BYTE_TOKENS)
+    tok.train_from_iterator(training_corpus(data_dir), trainer)
+    tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", pair="<bos> $A <bos> $B:1",
+                                                       special_tokens=[("<bos>", tok.token_to_id("<bos>"))])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]])
+    config = {"tokenizer_class": "GemmaTokenizer", "bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>",
+              "pad_token": "<pad>", "add_bos_token": True, "add_eos_token": False}
+    save_family(tok, config, "gemma_style", "Gemma 2, Gemma 3", data_dir, out_dir, provenance)
+
+
 def byte_level_model(data_dir, normalizer, pre_tokenizer, specials, **bpe_options):
     tok = Tokenizer(models.BPE(**bpe_options))
     tok.normalizer = normalizer
@@ -489,15 +511,23 @@ def main():
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--out", default="tests/data/tokenizer")
     parser.add_argument("--smollm2", help="SmolLM2 directory from scripts/get_smollm2.sh (optional)")
+    parser.add_argument("--only", nargs="*", default=[],
+                        help="write only these families' files (e.g. gemma_style), leaving the others as they are")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     provenance = (f"scripts/make_tokenizer_golden.py (tokenizers {tokenizers.__version__}, "
                   f"sentencepiece {spm.__version__})")
+    families = (llama2_style, mistral_style, qwen2_style, smollm2_style, gemma_style, features_a, features_b)
+    if args.only:
+        for family in families:
+            if family.__name__ in args.only:
+                family(args.data_dir, args.out, provenance)
+        return
     gpt2(args.data_dir, args.out, provenance)
     llama3_style(args.data_dir, args.out, provenance)
     ignore_merges(args.out, provenance)
     added_token_flags(args.out, provenance)
-    for family in (llama2_style, mistral_style, qwen2_style, smollm2_style, features_a, features_b):
+    for family in families:
         family(args.data_dir, args.out, provenance)
     empty_matches(args.out, provenance)
     unicode_golden(args.out, provenance)

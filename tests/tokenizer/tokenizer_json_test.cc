@@ -3,7 +3,6 @@
 // id-exact on the whole WikiText-2 test text and on every row of it; Unicode normal forms on every code point;
 // SmolLM2's real tokenizer where the model is present; errors naming the file and the step.
 #include <gtest/gtest.h>
-
 #include <unicode/uchar.h>
 #include <unicode/uversion.h>
 
@@ -50,8 +49,8 @@ void expect_matches_golden(const Tokenizer& tok, const nlohmann::json& golden, c
       flat.insert(flat.end(), row_ids.begin(), row_ids.end());
       flat.push_back(-1);
     }
-    EXPECT_EQ(fnv1a64(flat), chunk.at("fnv1a64").get<std::string>()) << what << ": rows " << first << ".."
-                                                                      << first + count - 1 << " differ";
+    EXPECT_EQ(fnv1a64(flat), chunk.at("fnv1a64").get<std::string>())
+        << what << ": rows " << first << ".." << first + count - 1 << " differ";
   }
   for (const auto& row : golden.at("rows")) {
     const auto& text_row = rows.at(row.at("row").get<size_t>());
@@ -76,7 +75,7 @@ TEST_P(Family, MatchesTokenizersOnAllOfWikiText2) {
 
 INSTANTIATE_TEST_SUITE_P(TokenizerJson, Family,
                          ::testing::Values("llama2_style", "mistral_style", "qwen2_style", "smollm2_style",
-                                           "features_a", "features_b"),
+                                           "gemma_style", "features_a", "features_b"),
                          [](const auto& info) { return std::string(info.param); });
 
 // What each family's file reads as: the kind, BOS/EOS and whether encode(text, true) adds BOS.
@@ -97,6 +96,12 @@ TEST(TokenizerJson, FamiliesSpecialTokens) {
   ASSERT_GE(ids.size(), 6u);
   for (size_t k = 0; k < 4; ++k)  // Digits: every digit its own word
     EXPECT_EQ(smollm2->decode({ids[ids.size() - 5 + k]}), std::string(1, "2024"[k]));
+  // Gemma: <bos> is id 2 and comes first; no meta space is prepended, so " Hello" and "Hello" differ.
+  const auto gemma = load_tokenizer(family_dir("gemma_style"));
+  EXPECT_EQ(gemma->bos_id(), 2);
+  EXPECT_EQ(gemma->eos_id(), 1);
+  EXPECT_EQ(gemma->encode("Hello", true).front(), 2);
+  EXPECT_NE(gemma->encode("Hello", false), gemma->encode(" Hello", false));
 }
 
 // A 64-bit LCG and the pool of SEQUENCE_POOL: the strings the golden script normalized.
@@ -145,8 +150,11 @@ TEST_P(NormalForm, MatchesTokenizersOnEveryCodePoint) {
   const auto golden = read_golden("unicode_golden.json");
   const auto& form = golden.at("forms").at(name);
   NormalizerStep step;
-  step.kind = name == "NFC" ? Kind::kNfc : name == "NFD" ? Kind::kNfd : name == "NFKC" ? Kind::kNfkc
-            : name == "NFKD" ? Kind::kNfkd : Kind::kLowercase;
+  step.kind = name == "NFC"    ? Kind::kNfc
+              : name == "NFD"  ? Kind::kNfd
+              : name == "NFKC" ? Kind::kNfkc
+              : name == "NFKD" ? Kind::kNfkd
+                               : Kind::kLowercase;
   const Normalizer normalizer({step}, "test");
   const auto block = golden.at("block").get<uint32_t>();
   const auto lowercase_version = golden.at("lowercase_unicode_version").get<std::string>();
@@ -279,11 +287,22 @@ TEST(TokenizerJson, ByteFallbackUnkAndFuseUnk) {
     spec.unk_id = 0;
     spec.decoder = {DecoderStep::of(DecoderStep::Kind::kByteFallback), DecoderStep::of(DecoderStep::Kind::kFuse)};
     const auto tok = make_bpe(spec);
-    EXPECT_EQ(tok->encode("a\xC3\xA9" "a", false), (std::vector<int64_t>{1, 2, 3, 1}));
+    EXPECT_EQ(tok->encode("a\xC3\xA9"
+                          "a",
+                          false),
+              (std::vector<int64_t>{1, 2, 3, 1}));
     const std::vector<int64_t> unks = fuse ? std::vector<int64_t>{1, 0, 1} : std::vector<int64_t>{1, 0, 0, 1};
-    EXPECT_EQ(tok->encode("a\xE2\x82\xAC\xE2\x82\xAC" "a", false), unks) << "fuse_unk " << fuse;
-    EXPECT_EQ(tok->decode({1, 2, 3, 1}), "a\xC3\xA9" "a");
-    EXPECT_EQ(tok->decode({2, 1}), "\xEF\xBF\xBD" "a");  // a lone lead byte decodes to U+FFFD
+    EXPECT_EQ(tok->encode("a\xE2\x82\xAC\xE2\x82\xAC"
+                          "a",
+                          false),
+              unks)
+        << "fuse_unk " << fuse;
+    EXPECT_EQ(tok->decode({1, 2, 3, 1}),
+              "a\xC3\xA9"
+              "a");
+    EXPECT_EQ(tok->decode({2, 1}),
+              "\xEF\xBF\xBD"
+              "a");  // a lone lead byte decodes to U+FFFD
   }
 }
 
@@ -291,9 +310,11 @@ TEST(TokenizerJson, Utf8LossyReplacesMaximalInvalidSubsequences) {
   EXPECT_EQ(utf8_lossy("ok"), "ok");
   EXPECT_EQ(utf8_lossy("\xC3\xA9"), "\xC3\xA9");
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(utf8_lossy("\xE2\x82"), fffd);                   // truncated 3-byte sequence: one replacement
-  EXPECT_EQ(utf8_lossy("\xE2\x82" "a"), fffd + "a");
-  EXPECT_EQ(utf8_lossy("\xC0\xAF"), fffd + fffd);            // overlong lead byte, then a stray continuation byte
+  EXPECT_EQ(utf8_lossy("\xE2\x82"), fffd);  // truncated 3-byte sequence: one replacement
+  EXPECT_EQ(utf8_lossy("\xE2\x82"
+                       "a"),
+            fffd + "a");
+  EXPECT_EQ(utf8_lossy("\xC0\xAF"), fffd + fffd);             // overlong lead byte, then a stray continuation byte
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), fffd + fffd + fffd);  // a surrogate: E0..9F is the only valid second byte
   EXPECT_EQ(utf8_lossy("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // past U+10FFFF
 }
