@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
@@ -167,6 +170,42 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PruneVariants,
                          ::testing::Values("qwen2_linear", "mistral_swa", "qwen3_qknorm", "olmo2_post",
                                            "gemma2_softcap", "gemma3_local_global", "gemma3_multimodal",
                                            "phi3_longrope"));
+
+// Phi-3's fused projections are linears like any other for a recipe: a rule matching `*.qkv_proj` gives it its own
+// method and N:M pattern, a `skip` rule leaves one gate_up_proj dense, and OWL spreads the rest over the blocks.
+TEST(PruneVariantsFused, RecipeRulesNmAndOwlApplyToFusedProjections) {
+  test::TempDir dir;
+  const fs::path model = model_with_tokenizer("phi3_longrope", dir.path());
+  const fs::path recipe = dir / "recipe.json";
+  std::ofstream(recipe) << R"({"method": "alps", "sparsity": 0.6, "sparsity_profile": "owl", "overrides": [
+      {"match": "*.self_attn.qkv_proj", "method": "wanda", "pattern": "2:4"},
+      {"match": "model.layers.1.mlp.gate_up_proj", "skip": true}]})";
+  const fs::path out = dir / "pruned";
+  const auto r =
+      test::run_cli({"prune", "--model", model.string(), "--config", recipe.string(), "--calib", calib(), "--nsamples",
+                     "8", "--seqlen", "32", "--out", out.string(), "--device", "cpu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto pruned = model::CausalLM::load(out), dense = model::CausalLM::load(model);
+  std::vector<double> block_sparsity(2, 0);
+  const json report = json::parse(r.out);
+  for (const auto& layer : report["layers"]) {
+    const std::string name = layer["name"];
+    const at::Tensor W = pruned.tensor(name + ".weight");
+    if (name.find("qkv_proj") != std::string::npos) {
+      EXPECT_EQ(layer["method"], "wanda");
+      // Every group of 4 consecutive inputs of every row of q, k and v together keeps 2.
+      EXPECT_TRUE(W.view({W.size(0), -1, 4}).ne(0).sum(-1).eq(2).all().item<bool>()) << name;
+    } else if (name == "model.layers.1.mlp.gate_up_proj") {
+      EXPECT_TRUE(layer["skipped"].get<bool>());
+      EXPECT_TRUE(W.equal(dense.tensor(name + ".weight")));
+    } else {
+      EXPECT_EQ(layer["method"], "alps") << name;
+      block_sparsity[layer["block"].get<size_t>()] = W.eq(0).to(at::kDouble).mean().item<double>();
+    }
+  }
+  // OWL gives the two blocks different sparsities (uniform would give both 0.6).
+  EXPECT_GT(std::abs(block_sparsity[0] - block_sparsity[1]), 0.05) << block_sparsity[0] << " " << block_sparsity[1];
+}
 
 }  // namespace
 }  // namespace alps
