@@ -24,6 +24,26 @@ struct InspectArgs {
 
 // The block sparsities a sparsity profile aimed at, from the report alps wrote beside a pruned checkpoint (empty
 // when there is none, or the run was uniform).
+// What the block computes beyond a LLaMA block's defaults, in words, each one a ModelConfig value
+// (docs/architectures.md).
+std::vector<std::string> block_features(const model::ModelConfig& c) {
+  std::vector<std::string> f;
+  if (c.rotary_dim() != c.head_dim)
+    f.push_back(fmt::format("RoPE on {} of {} dimensions per head", c.rotary_dim(), c.head_dim));
+  if (c.sliding_rope_theta) f.push_back(fmt::format("sliding layers' RoPE base {}", *c.sliding_rope_theta));
+  if (c.qk_norm != model::QkNorm::none)
+    f.push_back(c.qk_norm == model::QkNorm::per_head ? "QK-norm per head" : "QK-norm over the whole projection");
+  if (c.norm_placement == model::NormPlacement::post) f.push_back("norms after attention and MLP");
+  if (c.norm_placement == model::NormPlacement::sandwich) f.push_back("norms before and after attention and MLP");
+  if (c.fused_projections) f.push_back("fused qkv_proj and gate_up_proj");
+  if (c.activation != "silu" && c.activation != "relu") f.push_back("activation " + c.activation);
+  if (c.attention_softcap > 0) f.push_back(fmt::format("attention soft-cap {}", c.attention_softcap));
+  if (c.logit_softcap > 0) f.push_back(fmt::format("logit soft-cap {}", c.logit_softcap));
+  if (!c.language_model_prefix.empty())
+    f.push_back("language model under '" + c.language_model_prefix + "', other tensors carried");
+  return f;
+}
+
 std::vector<double> profile_targets(const std::filesystem::path& dir) {
   const std::filesystem::path report = dir / pipeline::kReportFile;
   if (!std::filesystem::exists(report)) return {};
@@ -59,8 +79,8 @@ int run_inspect(const InspectArgs& a) {
                          {"zeros", zeros},
                          {"sparsity", static_cast<double>(zeros) / static_cast<double>(w.numel())}});
     }
-    nlohmann::json block = {{"block", b}, {"sparsity", block_params ? static_cast<double>(block_zeros) / block_params
-                                                                    : 0.0}};
+    nlohmann::json block = {{"block", b},
+                            {"sparsity", block_params ? static_cast<double>(block_zeros) / block_params : 0.0}};
     if (static_cast<size_t>(b) < targets.size()) block["target"] = targets[static_cast<size_t>(b)];
     blocks.push_back(block);
   }
@@ -75,6 +95,9 @@ int run_inspect(const InspectArgs& a) {
                      {"vocab_size", c.vocab_size},
                      {"max_positions", c.max_positions},
                      {"tie_word_embeddings", c.tie_word_embeddings},
+                     {"head_dim", c.head_dim},
+                     {"rotary_dim", c.rotary_dim()},
+                     {"block_features", block_features(c)},
                      {"rope_scaling", nullptr},
                      {"sliding_window", c.sliding_window},
                      {"parameters", m.num_parameters()},
@@ -87,11 +110,16 @@ int run_inspect(const InspectArgs& a) {
     print_json(doc);
     return 0;
   }
-  std::cout << fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} KV), vocab {}, {} positions\n",
-                           c.architecture, a.model, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
-                           c.vocab_size, c.max_positions);
+  std::cout << fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} KV), vocab {}, {} positions\n", c.architecture,
+                           a.model, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
+                           c.max_positions);
   if (c.rope_scaling)
     std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);
+  if (!doc["block_features"].empty()) {
+    std::string features;
+    for (const auto& f : doc["block_features"]) features += (features.empty() ? "" : "; ") + f.get<std::string>();
+    std::cout << fmt::format("block: {}\n", features);
+  }
   if (!c.sliding_window.empty()) {
     std::string windows;
     for (int64_t w : c.sliding_window) windows += (windows.empty() ? "" : ", ") + (w > 0 ? std::to_string(w) : "none");

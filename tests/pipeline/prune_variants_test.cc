@@ -156,6 +156,11 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
       c.rope_scaling ? json{{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}} : json(nullptr);
   EXPECT_EQ(info["rope_scaling"], rope);
   EXPECT_DOUBLE_EQ(info["linear_sparsity"].get<double>(), 0.5);
+  EXPECT_EQ(info["head_dim"], c.head_dim);
+  EXPECT_EQ(info["rotary_dim"], c.rotary_dim());
+  // The newer families say what their block adds to LLaMA's; Qwen2 and Mistral add nothing of that kind.
+  EXPECT_EQ(info["block_features"].empty(), GetParam() == "qwen2_linear" || GetParam() == "mistral_swa")
+      << info["block_features"];
 
   const auto g = test::run_cli({"generate", "--model", out.string(), "--prompt", "Once upon a time", "--max-tokens",
                                 "5", "--device", "cpu", "--json"});
