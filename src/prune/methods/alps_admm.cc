@@ -1,8 +1,8 @@
 #include "alps/prune/methods/alps_admm.h"
 
 #include <ATen/ATen.h>
-#include <spdlog/spdlog.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -11,20 +11,21 @@
 #include <memory>
 #include <optional>
 
-#include "prune/admm_iterates.h"
-#include "prune/pcg.h"
-#include "prune/scaled_problem.h"
 #include "alps/core/device.h"
 #include "alps/core/device_streams.h"
 #include "alps/core/error.h"
 #include "alps/core/linalg.h"
-#include "alps/core/products.h"
 #include "alps/core/log.h"
+#include "alps/core/products.h"
 #include "alps/io/option_table.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/row_split.h"
 #include "alps/prune/shared_factors.h"
+#include "prune/admm_iterates.h"
+#include "prune/b_update.h"
+#include "prune/pcg.h"
+#include "prune/scaled_problem.h"
 
 namespace alps::prune {
 
@@ -74,9 +75,7 @@ const io::OptionTable<AlpsOptions>& alps_options() {
 }
 }  // namespace
 
-AlpsOptions alps_options_from_json(const nlohmann::json& j) {
-  return alps_options().read(j, "method 'alps' options");
-}
+AlpsOptions alps_options_from_json(const nlohmann::json& j) { return alps_options().read(j, "method 'alps' options"); }
 
 nlohmann::json alps_option_list() { return alps_options().describe(); }
 
@@ -148,14 +147,125 @@ RhoSchedule::Action RhoSchedule::check(int64_t iteration, int64_t changed, int64
 Alps::Alps(AlpsOptions options) : options_(options) {
   const auto& o = options_;
   ALPS_CHECK(o.damp >= 0 && o.rho0 > 0 && o.rho_max > 0 && o.shrink > 0,
-             "alps: damp >= 0, rho0 > 0, rho_max > 0 and shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0, " rho_max=", o.rho_max, " shrink=", o.shrink);
+             "alps: damp >= 0, rho0 > 0, rho_max > 0 and shrink > 0 are required, got damp=", o.damp, " rho0=", o.rho0,
+             " rho_max=", o.rho_max, " shrink=", o.shrink);
   ALPS_CHECK(o.max_iterations >= 0 && o.check_every >= 1 && o.pcg_iterations >= 0 && o.pcg_tolerance >= 0,
              "alps: max_iterations >= 0, check_every >= 1, pcg_iterations >= 0, pcg_tolerance >= 0 are required");
-  ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit" ||
-                 o.b_update == "cholesky",
+  ALPS_CHECK(o.b_update == "auto" || o.b_update == "eigenbasis" || o.b_update == "explicit" || o.b_update == "cholesky",
              "alps: b_update must be auto, eigenbasis, explicit or cholesky, got '", o.b_update, "'");
   fp32_products_for(o.products, at::Device(at::kCPU), "alps: products");  // the name's check
 }
+
+namespace {
+
+// How B = (Hn + rho I)^-1 R is computed (prune/b_update.h). auto: on the CPU the cheaper of eigenbasis and explicit
+// over a check period (explicit forms the inverse once per rho, in^3 flops as a syrk, 2 in^3 as a product, where the
+// eigenbasis form pays 2 in^2 out more per iteration); on a GPU cholesky where cholesky_is_cheaper says so (damp > 0
+// keeps Hn + rho I positive definite), else the same choice as on the CPU.
+detail::BForm b_form(const AlpsOptions& o, const LayerProblem& problem, bool eigh_cached) {
+  const int64_t in = problem.cols(), out = problem.rows();
+  if (o.b_update == "cholesky" ||
+      (o.b_update == "auto" && !problem.W0.device().is_cpu() && o.damp > 0 &&
+       cholesky_is_cheaper(in, out, problem.shared ? problem.shared->users : 1, eigh_cached)))
+    return detail::BForm::cholesky;
+  if (o.b_update == "explicit") return detail::BForm::explicit_inverse;
+  if (o.b_update == "eigenbasis") return detail::BForm::eigenbasis;
+  const bool syrk = syrk_is_native(problem.W0.device());
+  return in < (syrk ? 2 : 1) * o.check_every * out ? detail::BForm::explicit_inverse : detail::BForm::eigenbasis;
+}
+
+// The scaled problem (docs/algorithms.md) and, but for cholesky, Hn's eigendecomposition Hn = Q diag(L) Q^T (L as
+// [1, in]). Hn, D and the eigendecomposition depend on G, damp and the precision alone: linears that read one input
+// (q/k/v, gate/up) share them through problem.shared, and only the first of a group computes them (Cholesky factors
+// depend on rho: only Hn and D are shared then, and an entry with the eigendecomposition serves too).
+struct Factored {
+  detail::ScaledProblem s;
+  at::Tensor L, Q;
+  const char* eigh;            // where the eigendecomposition came from, for the debug log
+  int64_t factorizations = 0;  // 1 where it was computed here
+  double seconds = 0;          // of the eigendecomposition (and storing it)
+};
+
+Factored factor_scaled(const LayerProblem& problem, const AlpsOptions& o, bool cholesky, const std::string& eigh_key) {
+  const std::string key = cholesky ? fmt::format("alps damp={} scaled", o.damp) : eigh_key;
+  const std::vector<at::Tensor>* shared = problem.shared ? problem.shared->find(key) : nullptr;
+  if (shared == nullptr && cholesky && problem.shared) shared = problem.shared->find(eigh_key);
+  Factored f{shared != nullptr ? detail::scale_problem(problem, (*shared)[0], (*shared)[1])
+                               : detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double && !cholesky),
+             {},
+             {},
+             cholesky            ? "none"
+             : shared != nullptr ? "shared"
+             : o.eigh_double     ? "fp64"
+                                 : "fp32"};
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!cholesky) {
+    if (shared != nullptr) {
+      f.L = (*shared)[2];
+      f.Q = (*shared)[3];
+    } else {
+      auto [L, Q] = symmetric_eigh(o.eigh_double ? f.s.Hn64 : f.s.Hn);
+      f.s.Hn64.reset();
+      f.Q = Q.to(at::kFloat);
+      f.L = L.to(at::kFloat).unsqueeze(0);
+      f.factorizations = 1;
+    }
+  }
+  if (problem.shared && shared == nullptr)
+    problem.shared->store(
+        key, cholesky ? std::vector<at::Tensor>{f.s.Hn, f.s.d} : std::vector<at::Tensor>{f.s.Hn, f.s.d, f.L, f.Q});
+  f.seconds = seconds_since(t0);
+  return f;
+}
+
+// The ADMM of paper Algorithm 1 under the rho schedule, from B = B0 (the caller's B), D0 = P(B0), V0 = 0 until the
+// support settles or max_iterations pass; B holds the last primal iterate. `kept`: the weights the pattern keeps in the
+// whole layer (s_t is compared with it; with a row split, changes are summed over the parts).
+struct Admm {
+  int64_t iterations = 0;
+  double rho = 0;
+  double update_seconds = 0, project_seconds = 0;  // for the debug log
+};
+
+Admm run_admm(const AlpsOptions& o, const at::Tensor& Y, const at::Tensor& B0, const Pattern& pattern,
+              const RowSplit* split, int64_t kept, detail::BUpdate& b_update, at::Tensor& B) {
+  auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused, split);
+  RhoSchedule schedule(o);
+  Admm run;
+  double rho = schedule.rho();
+  int64_t it = 0;
+  // The split of the loop's time is for the debug log; on a GPU it needs the queued work done at each mark, which
+  // costs a wait per step, so only when that log is on.
+  const bool timed = spdlog::should_log(spdlog::level::debug);
+  auto mark = [&] {
+    if (timed) synchronize(B.device());
+    return std::chrono::steady_clock::now();
+  };
+  for (; it < o.max_iterations; ++it) {
+    auto ta = mark();
+    // B-update (paper eq. 4): B = (Hn + rho I)^-1 (Y - V + rho D).
+    b_update.solve(iterates->rhs(rho), rho, B);
+    auto tb = mark();
+    run.update_seconds += std::chrono::duration<double>(tb - ta).count();
+    iterates->project_and_update_dual(B, rho);  // D = P(B + V / rho), V = V + rho (B - D)
+    run.project_seconds += std::chrono::duration<double>(mark() - tb).count();
+    if ((it + 1) % o.check_every != 0) continue;
+    const int64_t changed = sum_over_parts(split, iterates->support_changes());
+    const auto action = schedule.check(it, changed, kept);
+    spdlog::trace("alps: iteration {} support change {} / {} rho {} -> {}", it + 1, changed, kept, rho, schedule.rho());
+    rho = schedule.rho();
+    if (action == RhoSchedule::Action::kStop) {
+      ++it;
+      break;
+    }
+    if (action == RhoSchedule::Action::kRestart) iterates->restart();
+  }
+  run.iterations = it;
+  run.rho = rho;
+  return run;
+}
+
+}  // namespace
 
 Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const {
   check_problem(problem, "alps");
@@ -169,162 +279,37 @@ Solution Alps::solve(const LayerProblem& problem, const Pattern& pattern) const 
     sol.W = problem.W0.to(at::kFloat).clone();
     return sol;
   }
-  const int64_t in = problem.cols(), out = problem.rows();
-  // How B = (Hn + rho I)^-1 R is computed. eigenbasis: B = Q (Q^T R / (L + rho)), two [in,in]x[in,out] products per
-  // iteration (4 in^2 out flops) after one eigendecomposition. explicit: Minv = (Q diag^1/2)(Q diag^1/2)^T formed
-  // once per rho (rho only changes at a support check, every check_every iterations), in^3 flops as a syrk (2 in^3
-  // as a product), then one product per iteration. cholesky: Hn + rho I = C C^T factored once per rho (in^3 / 3
-  // flops) and two triangular solves per iteration (2 in^2 out), with no eigendecomposition at all (O(in^3) with a
-  // large constant: most of a wide layer's solve on a GPU). auto: on the CPU the cheaper of the first two over a
-  // check period; on a GPU cholesky where cholesky_is_cheaper says so (damp > 0 keeps Hn + rho I positive definite),
-  // else the same choice as on the CPU.
   const std::string eigh_key = fmt::format("alps damp={} eigh {}", o.damp, o.eigh_double ? "fp64" : "fp32");
   const bool eigh_cached = problem.shared && problem.shared->find(eigh_key) != nullptr;
-  const bool cholesky = o.b_update == "cholesky" ||
-                        (o.b_update == "auto" && !problem.W0.device().is_cpu() && o.damp > 0 &&
-                         cholesky_is_cheaper(in, out, problem.shared ? problem.shared->users : 1, eigh_cached));
-  const bool syrk = syrk_is_native(problem.W0.device());
+  const detail::BForm form = b_form(o, problem, eigh_cached);
   const Fp32Products products = fp32_products_for(o.products, problem.W0.device(), "alps: products");
-  bool explicit_inverse = o.b_update == "explicit";
-  if (o.b_update == "auto" && !cholesky) explicit_inverse = in < (syrk ? 2 : 1) * o.check_every * out;
 
-  // The scaled problem (docs/algorithms.md): Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous. Hn,
-  // D and the eigendecomposition depend on G, damp and the precision alone: linears that read one input (q/k/v,
-  // gate/up) share them through problem.shared, and only the first of a group computes them (Cholesky factors
-  // depend on rho: only Hn and D are shared then, and an entry with the eigendecomposition serves too).
-  const std::string key = cholesky ? fmt::format("alps damp={} scaled", o.damp) : eigh_key;
-  const std::vector<at::Tensor>* shared = problem.shared ? problem.shared->find(key) : nullptr;
-  if (shared == nullptr && cholesky && eigh_cached) shared = problem.shared->find(eigh_key);
-  detail::ScaledProblem s = shared != nullptr
-                                ? detail::scale_problem(problem, (*shared)[0], (*shared)[1])
-                                : detail::scale_problem(problem, o.damp, /*keep_fp64=*/o.eigh_double && !cholesky);
-  const at::Tensor &Hn = s.Hn, &B0 = s.B0, &Y = s.Y;
+  // Hn = D^-1 H D^-1, B0 = D W0^T, Y = Hn B0, all [in, *] contiguous.
+  Factored f = factor_scaled(problem, o, form == detail::BForm::cholesky, eigh_key);
+  const at::Tensor &Hn = f.s.Hn, &B0 = f.s.B0, &Y = f.s.Y;
+  detail::BUpdate b_update(form, Hn, f.L, f.Q, B0, products, o.damp);
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t factorizations = 0;
-  at::Tensor Q, Qt, L;  // Hn = Q diag(L) Q^T, L as [1, in]
-  if (!cholesky) {
-    if (shared != nullptr) {
-      L = (*shared)[2];
-      Q = (*shared)[3];
-    } else {
-      auto [L_, Q_] = symmetric_eigh(o.eigh_double ? s.Hn64 : Hn);
-      s.Hn64.reset();
-      Q = Q_.to(at::kFloat);
-      L = L_.to(at::kFloat).unsqueeze(0);
-      ++factorizations;
-    }
-    Qt = Q.t().contiguous();
-  }
-  // Q and Q^T as the eigenbasis form's product operands: split products take the transpose as a view of Q's split.
-  Fp32Matrix Qm, Qtm;
-  if (!cholesky && !explicit_inverse) {
-    Qm = Fp32Matrix(Q, products);
-    Qtm = products == Fp32Products::kNative ? Fp32Matrix(Qt, products) : Qm.t();
-  }
-  if (problem.shared && shared == nullptr)
-    problem.shared->store(key, cholesky ? std::vector<at::Tensor>{Hn, s.d} : std::vector<at::Tensor>{Hn, s.d, L, Q});
-  const double eigh_seconds = seconds_since(t0);
-  const int64_t kept = problem.total_rows() * in - pattern.zeros_total(problem.total_rows(), in);
-  auto iterates = detail::make_admm_iterates(Y, B0, pattern, o.fused, split);  // D0 = P(B0), V0 = 0
   at::Tensor B = B0.clone();
-  at::Tensor Minv, Qs, T;
-  Fp32Matrix Minv_op;  // Minv as a product operand (split once per rho)
-  std::unique_ptr<CholeskySolver> factor;
-  if (explicit_inverse && !cholesky) {
-    Minv = at::empty({in, in}, Hn.options());
-    Qs = at::empty_like(Q);
-  } else if (!cholesky) {
-    T = at::empty_like(B0);
-  }
-  double rho_of_factor = 0;
-  const double L_min = cholesky ? 0.0 : L.min().item<double>();
-
-  RhoSchedule schedule(o);
-  double rho = schedule.rho();
-  int64_t it = 0;
-  double t_update = 0, t_project = 0;
-  // The split of the loop's time is for the debug log; on a GPU it needs the queued work done at each mark, which
-  // costs a wait per step, so only when that log is on.
-  const bool timed = spdlog::should_log(spdlog::level::debug);
-  auto mark = [&] {
-    if (timed) synchronize(B.device());
-    return std::chrono::steady_clock::now();
-  };
-  for (; it < o.max_iterations; ++it) {
-    auto ta = mark();
-    // B-update (paper eq. 4): B = Q diag(1/(L + rho)) Q^T (Y - V + rho D); a new rho only changes the divisor.
-    const at::Tensor& R = iterates->rhs(rho);
-    if (cholesky) {
-      if (rho != rho_of_factor) {
-        factor.reset();  // the old factor's memory before the new one's
-        at::Tensor M = Hn.clone();
-        M.diagonal().add_(rho);
-        // Factored by blocks whose products run as the solves' do (split TF32 on a GPU: the factorization's
-        // n^3 / 3 flops on the tensor cores too), in M's storage.
-        std::optional<CholeskySolver> f = CholeskySolver::factor(std::move(M), products);
-        ALPS_CHECK(f.has_value(), "alps: b_update=cholesky: Hn + rho I is not positive definite (rho ", rho,
-                   ", damp ", o.damp, "); use damp > 0 or b_update=eigenbasis");
-        factor = std::make_unique<CholeskySolver>(std::move(*f));
-        rho_of_factor = rho;
-        ++factorizations;
-      }
-      factor->solve(R, B);
-    } else if (explicit_inverse) {
-      if (rho != rho_of_factor) {
-        if (L_min + rho > 0) {
-          at::mul_out(Qs, Q, (L + rho).rsqrt_());
-          syrk_lower(Minv, Qs, /*transpose_a=*/false, 0.0);
-          mirror_lower(Minv);
-        } else {  // an indefinite Hn + rho I (rounding with damp = 0) has no real square root
-          at::mul_out(Qs, Q, (L + rho).reciprocal_());
-          at::mm_out(Minv, Qs, Qt);
-        }
-        Minv_op = Fp32Matrix(Minv, products);
-        rho_of_factor = rho;
-      }
-      Minv_op.mm_out(B, R);
-    } else {
-      Qtm.mm_out(T, R);
-      T.div_((L + rho).t());
-      Qm.mm_out(B, T);
-    }
-    auto tb = mark();
-    t_update += std::chrono::duration<double>(tb - ta).count();
-    iterates->project_and_update_dual(B, rho);  // D = P(B + V / rho), V = V + rho (B - D)
-    t_project += std::chrono::duration<double>(mark() - tb).count();
-    if ((it + 1) % o.check_every != 0) continue;
-    const int64_t changed = sum_over_parts(split, iterates->support_changes());
-    const auto action = schedule.check(it, changed, kept);
-    spdlog::trace("alps: iteration {} support change {} / {} rho {} -> {}", it + 1, changed, kept, rho,
-                  schedule.rho());
-    rho = schedule.rho();
-    if (action == RhoSchedule::Action::kStop) {
-      ++it;
-      break;
-    }
-    if (action == RhoSchedule::Action::kRestart) iterates->restart();
-  }
-  const double admm_seconds = seconds_since(t0) - eigh_seconds;
+  const int64_t kept =
+      problem.total_rows() * problem.cols() - pattern.zeros_total(problem.total_rows(), problem.cols());
+  const Admm admm = run_admm(o, Y, B0, pattern, split, kept, b_update, B);
+  const double admm_seconds = seconds_since(t0);
   // The support comes from the primal iterate B (reference), then PCG on that support (paper Algorithm 2),
   // warm-started from the projected B.
   at::Tensor keep = detail::project_keep(B, pattern, split).to(at::kFloat).contiguous();
-  factor.reset();  // the B-update's operands leave room for PCG's (a split Hn on a GPU)
-  Minv_op = Fp32Matrix();
-  Qm = Qtm = Fp32Matrix();
+  b_update.release();  // the B-update's operands leave room for PCG's (a split Hn on a GPU)
   auto refit = detail::pcg_masked(Hn, Y, keep, B, o.pcg_iterations, o.pcg_tolerance, o.fused, products, split);
-  const char* update = cholesky ? "cholesky" : explicit_inverse ? "explicit" : "eigenbasis";
-  sol.stats = {{"iterations", it},
-               {"rho", rho},
-               {"refit_iterations", refit.iterations},
-               {"factorizations", factorizations},
-               {"b_update", update},
-               {"products", products == Fp32Products::kSplitTf32 ? "tf32x3" : "fp32"}};
-  spdlog::debug("alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
-                "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s",
-                cholesky ? "none" : shared != nullptr ? "shared" : o.eigh_double ? "fp64" : "fp32", eigh_seconds, it,
-                admm_seconds, update, t_update,
-                t_project, rho, refit.iterations, seconds_since(t0) - eigh_seconds - admm_seconds);
-  sol.W = s.unscaled(refit.B);
+  sol.stats = {
+      {"iterations", admm.iterations},        {"rho", admm.rho},
+      {"refit_iterations", refit.iterations}, {"factorizations", f.factorizations + b_update.factorizations()},
+      {"b_update", b_update.name()},          {"products", products == Fp32Products::kSplitTf32 ? "tf32x3" : "fp32"},
+  };
+  spdlog::debug(
+      "alps: eigh ({}) {:.3f} s; {} ADMM iterations {:.3f} s ({} B-update {:.3f} s, projection and "
+      "dual {:.3f} s); final rho {}; PCG {} iterations {:.3f} s",
+      f.eigh, f.seconds, admm.iterations, admm_seconds, b_update.name(), admm.update_seconds, admm.project_seconds,
+      admm.rho, refit.iterations, seconds_since(t0) - admm_seconds);
+  sol.W = f.s.unscaled(refit.B);
   return sol;
 }
 
