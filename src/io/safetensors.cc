@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <utility>
 
 #include "alps/core/error.h"
 #include "alps/io/staged_path.h"
@@ -29,9 +31,8 @@ struct DTypeName {
   c10::ScalarType type;
 };
 constexpr DTypeName kDTypes[] = {
-    {"F64", c10::kDouble}, {"F32", c10::kFloat}, {"F16", c10::kHalf},   {"BF16", c10::kBFloat16},
-    {"I64", c10::kLong},   {"I32", c10::kInt},   {"I16", c10::kShort},  {"I8", c10::kChar},
-    {"U8", c10::kByte},    {"BOOL", c10::kBool},
+    {"F64", c10::kDouble}, {"F32", c10::kFloat}, {"F16", c10::kHalf}, {"BF16", c10::kBFloat16}, {"I64", c10::kLong},
+    {"I32", c10::kInt},    {"I16", c10::kShort}, {"I8", c10::kChar},  {"U8", c10::kByte},       {"BOOL", c10::kBool},
 };
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -72,8 +73,11 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
-  const std::string file = path.string();
+namespace {
+
+// The file mapped whole, copy-on-write (MAP_PRIVATE + PROT_WRITE: a caller editing a tensor never writes the file):
+// its address and size.
+std::pair<void*, uint64_t> map_file(const std::string& file) {
   int fd = ::open(file.c_str(), O_RDONLY);
   ALPS_CHECK(fd >= 0, "cannot open ", file, ": ", std::strerror(errno));
   struct stat st {};
@@ -90,12 +94,78 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     ::close(fd);
     ALPS_FAIL(file, ": not a safetensors file (", file_size, " bytes, shorter than the 8-byte header length)");
   }
-  mapping_ = std::make_shared<Mapping>();
-  mapping_->size = file_size;
-  // MAP_PRIVATE + PROT_WRITE gives copy-on-write views: a caller editing a tensor never writes the file.
-  mapping_->addr = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  void* addr = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  ALPS_CHECK(mapping_->addr != MAP_FAILED, "cannot map ", file, ": ", std::strerror(errno));
+  ALPS_CHECK(addr != MAP_FAILED, "cannot map ", file, ": ", std::strerror(errno));
+  return {addr, file_size};
+}
+
+// One tensor's header entry, checked against the data section of `data_size` bytes.
+TensorEntry read_entry(const std::string& where, const std::string& name, const nlohmann::json& value,
+                       uint64_t data_size) {
+  ALPS_CHECK(value.is_object() && value.contains("dtype") && value.contains("shape") && value.contains("data_offsets"),
+             where, " needs dtype, shape and data_offsets");
+  ALPS_CHECK(value["dtype"].is_string(), where, ": dtype is not a string");
+  TensorEntry e;
+  e.name = name;
+  try {
+    e.dtype = dtype_from_safetensors(value["dtype"].get<std::string>());
+  } catch (const Error& err) {
+    ALPS_FAIL(where, ": ", err.what());
+  }
+  ALPS_CHECK(value["shape"].is_array(), where, ": shape is not an array");
+  for (const auto& d : value["shape"]) {
+    ALPS_CHECK(d.is_number_integer() &&
+                   (d.is_number_unsigned() ? d.get<uint64_t>() <= uint64_t{INT64_MAX} : d.get<int64_t>() >= 0),
+               where, ": shape entries must be non-negative 64-bit integers, got ", d.dump());
+    e.shape.push_back(d.get<int64_t>());
+  }
+  // Like the reference reader, the running product must stay in range even when a later dimension is 0.
+  int64_t expected_bytes = 1;
+  for (int64_t d : e.shape)
+    ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, d, &expected_bytes), where, ": shape ", shape_str(e.shape),
+               " has more elements than a 64-bit count holds");
+  const auto element_bytes = static_cast<int64_t>(c10::elementSize(e.dtype));
+  ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, element_bytes, &expected_bytes), where, ": shape ",
+             shape_str(e.shape), " is too large for a 64-bit byte count");
+  const auto& off = value["data_offsets"];
+  ALPS_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
+             ": data_offsets must be two non-negative integers");
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  ALPS_CHECK(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end, "] are reversed");
+  ALPS_CHECK(e.end <= data_size, where, ": data_offsets end ", e.end, " is past the data section (", data_size,
+             " bytes; truncated file?)");
+  const auto expected = static_cast<uint64_t>(expected_bytes);
+  ALPS_CHECK(e.end - e.begin == expected, where, ": shape ", shape_str(e.shape), " of ",
+             value["dtype"].get<std::string>(), " needs ", expected, " bytes but data_offsets span ", e.end - e.begin);
+  return e;
+}
+
+// Like the reference reader: byte ranges must tile the data section exactly (no overlap, no gap). Sorts `entries`
+// by their place in the file.
+void check_tiling(const std::string& file, std::vector<TensorEntry>& entries, uint64_t data_size) {
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t cursor = 0;
+  for (const auto& e : entries) {
+    ALPS_CHECK(e.begin >= cursor, file, ": tensor '", e.name, "' overlaps the previous tensor (starts at ", e.begin,
+               ", previous ends at ", cursor, ")");
+    ALPS_CHECK(e.begin == cursor, file, ": gap before tensor '", e.name, "' (starts at ", e.begin, ", expected ",
+               cursor, ")");
+    cursor = e.end;
+  }
+  ALPS_CHECK(cursor == data_size, file, ": data section has ", data_size, " bytes but tensors cover ", cursor);
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+  const std::string file = path.string();
+  mapping_ = std::make_shared<Mapping>();
+  std::tie(mapping_->addr, mapping_->size) = map_file(file);
+  const uint64_t file_size = mapping_->size;
   const auto* bytes = static_cast<const uint8_t*>(mapping_->addr);
 
   uint64_t header_len = 0;
@@ -116,69 +186,17 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   ALPS_CHECK(header.is_object(), file, ": header is not a JSON object");
 
   for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      ALPS_CHECK(value.is_object(), file, ": __metadata__ must be an object of strings");
-      for (const auto& [k, v] : value.items()) {
-        ALPS_CHECK(v.is_string(), file, ": __metadata__ value for '", k, "' is not a string");
-        metadata_[k] = v.get<std::string>();
-      }
+    if (name != "__metadata__") {
+      entries_.push_back(read_entry(file + ": tensor '" + name + "'", name, value, data_size));
       continue;
     }
-    const std::string where = file + ": tensor '" + name + "'";
-    ALPS_CHECK(value.is_object() && value.contains("dtype") && value.contains("shape") &&
-                   value.contains("data_offsets"),
-               where, " needs dtype, shape and data_offsets");
-    ALPS_CHECK(value["dtype"].is_string(), where, ": dtype is not a string");
-    TensorEntry e;
-    e.name = name;
-    try {
-      e.dtype = dtype_from_safetensors(value["dtype"].get<std::string>());
-    } catch (const Error& err) {
-      ALPS_FAIL(where, ": ", err.what());
+    ALPS_CHECK(value.is_object(), file, ": __metadata__ must be an object of strings");
+    for (const auto& [k, v] : value.items()) {
+      ALPS_CHECK(v.is_string(), file, ": __metadata__ value for '", k, "' is not a string");
+      metadata_[k] = v.get<std::string>();
     }
-    ALPS_CHECK(value["shape"].is_array(), where, ": shape is not an array");
-    for (const auto& d : value["shape"]) {
-      ALPS_CHECK(d.is_number_integer() && (d.is_number_unsigned() ? d.get<uint64_t>() <= uint64_t{INT64_MAX}
-                                                                  : d.get<int64_t>() >= 0),
-                 where, ": shape entries must be non-negative 64-bit integers, got ", d.dump());
-      e.shape.push_back(d.get<int64_t>());
-    }
-    // Like the reference reader, the running product must stay in range even when a later dimension is 0.
-    int64_t expected_bytes = 1;
-    for (int64_t d : e.shape)
-      ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, d, &expected_bytes), where, ": shape ", shape_str(e.shape),
-                 " has more elements than a 64-bit count holds");
-    const auto element_bytes = static_cast<int64_t>(c10::elementSize(e.dtype));
-    ALPS_CHECK(!__builtin_mul_overflow(expected_bytes, element_bytes, &expected_bytes), where, ": shape ",
-               shape_str(e.shape), " is too large for a 64-bit byte count");
-    const auto& off = value["data_offsets"];
-    ALPS_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
-               ": data_offsets must be two non-negative integers");
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    ALPS_CHECK(e.begin <= e.end, where, ": data_offsets [", e.begin, ", ", e.end, "] are reversed");
-    ALPS_CHECK(e.end <= data_size, where, ": data_offsets end ", e.end, " is past the data section (", data_size,
-               " bytes; truncated file?)");
-    const auto expected = static_cast<uint64_t>(expected_bytes);
-    ALPS_CHECK(e.end - e.begin == expected, where, ": shape ", shape_str(e.shape), " of ",
-               value["dtype"].get<std::string>(), " needs ", expected, " bytes but data_offsets span ",
-               e.end - e.begin);
-    entries_.push_back(std::move(e));
   }
-
-  // Like the reference reader: byte ranges must tile the data section exactly (no overlap, no gap).
-  std::sort(entries_.begin(), entries_.end(), [](const TensorEntry& a, const TensorEntry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  uint64_t cursor = 0;
-  for (const auto& e : entries_) {
-    ALPS_CHECK(e.begin >= cursor, file, ": tensor '", e.name, "' overlaps the previous tensor (starts at ", e.begin,
-               ", previous ends at ", cursor, ")");
-    ALPS_CHECK(e.begin == cursor, file, ": gap before tensor '", e.name, "' (starts at ", e.begin, ", expected ",
-               cursor, ")");
-    cursor = e.end;
-  }
-  ALPS_CHECK(cursor == data_size, file, ": data section has ", data_size, " bytes but tensors cover ", cursor);
+  check_tiling(file, entries_, data_size);
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
 }
 
@@ -201,7 +219,8 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
     std::memcpy(t.data_ptr(), base, e.end - e.begin);
     return t;
   }
-  return at::from_blob(base, e.shape, [keep](void*) {}, options);
+  return at::from_blob(
+      base, e.shape, [keep](void*) {}, options);
 }
 
 TensorEntry entry_for(const std::string& name, const at::Tensor& t) {
