@@ -50,6 +50,43 @@ void read_longrope(const ConfigReader& s, const ConfigReader& r, const ConfigRea
   ALPS_CHECK(sc.attention_factor > 0, s.field("attention_factor"), " must be positive, got ", sc.attention_factor);
 }
 
+// partial_rotary_factor: the rope object's, else the top level's; refused unless 1 where not `allowed`.
+double read_partial_rotary(const ConfigReader& s, const ConfigReader& r, const ModelConfig& c, bool allowed) {
+  if (!allowed) {
+    // A LLaMA block rotates whole heads; transformers fails on a partial rotary factor here too.
+    for (const ConfigReader* from : {&s, &r}) {
+      const double partial = from->number("partial_rotary_factor", 1.0);
+      ALPS_CHECK(partial == 1.0, from->field("partial_rotary_factor"),
+                 ": only 1 (RoPE on whole heads) is supported, got ", partial);
+    }
+    return 1.0;
+  }
+  const ConfigReader& from = s.has("partial_rotary_factor") ? s : r;
+  const double partial = from.number("partial_rotary_factor", 1.0);
+  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
+  ALPS_CHECK(partial > 0 && partial <= 1 && dim > 0 && dim % 2 == 0, from.field("partial_rotary_factor"), ": ", partial,
+             " rotates int(head_dim ", c.head_dim, " * factor) = ", dim,
+             " dimensions of each head; RoPE needs an even number from 2 to head_dim");
+  return partial;
+}
+
+// llama3: long wavelengths divided by `factor`, short ones kept, a blend between low_freq_factor and
+// high_freq_factor over original_max_position_embeddings (`original_from`'s, else max_position_embeddings).
+void read_llama3(const ConfigReader& s, const ConfigReader& r, const ConfigReader& original_from, const ModelConfig& c,
+                 RopeScaling& sc) {
+  const std::string& where = s.prefix();
+  sc.low_freq_factor = s.number("low_freq_factor", 1.0);
+  sc.high_freq_factor = s.number("high_freq_factor", 4.0);
+  sc.original_max_position_embeddings =
+      original_from.optional_int("original_max_position_embeddings").value_or(c.max_positions);
+  // The llama3 rule divides the original length by both frequency factors and blends between them.
+  ALPS_CHECK(sc.low_freq_factor > 0, r.path().string(), ": llama3 ", where, "low_freq_factor must be positive, got ",
+             sc.low_freq_factor);
+  ALPS_CHECK(sc.high_freq_factor > sc.low_freq_factor, r.path().string(), ": llama3 ", where,
+             "high_freq_factor must exceed low_freq_factor, got ", sc.high_freq_factor, " and ", sc.low_freq_factor);
+  original_from.check_positive(sc.original_max_position_embeddings, "original_max_position_embeddings");
+}
+
 }  // namespace
 
 RopeParameters read_rope_parameters(const ConfigReader& s, const ConfigReader& r, double default_theta,
@@ -60,21 +97,7 @@ RopeParameters read_rope_parameters(const ConfigReader& s, const ConfigReader& r
   p.theta = s.number("rope_theta", default_theta);
   ALPS_CHECK(p.theta > 0, r.path().string(), ": ", s.has("rope_theta") ? where : std::string(),
              "rope_theta must be positive, got ", p.theta);
-  if (partial_allowed) {  // the rope object's, else the top level's
-    const ConfigReader& from = s.has("partial_rotary_factor") ? s : r;
-    p.partial_rotary_factor = from.number("partial_rotary_factor", 1.0);
-    const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * p.partial_rotary_factor);
-    ALPS_CHECK(p.partial_rotary_factor > 0 && p.partial_rotary_factor <= 1 && dim > 0 && dim % 2 == 0,
-               from.field("partial_rotary_factor"), ": ", p.partial_rotary_factor, " rotates int(head_dim ", c.head_dim,
-               " * factor) = ", dim, " dimensions of each head; RoPE needs an even number from 2 to ", "head_dim");
-  } else {
-    // A LLaMA block rotates whole heads; transformers fails on a partial rotary factor here too.
-    for (const ConfigReader* from : {&s, &r}) {
-      const double partial = from->number("partial_rotary_factor", 1.0);
-      ALPS_CHECK(partial == 1.0, from->field("partial_rotary_factor"),
-                 ": only 1 (RoPE on whole heads) is supported, got ", partial);
-    }
-  }
+  p.partial_rotary_factor = read_partial_rotary(s, r, c, partial_allowed);
   const char* type_key = s.has("rope_type") ? "rope_type" : "type";
   const std::string type = s.string(type_key, "default");
   // transformers 4.x lets "type" overwrite "rope_type", 5.x the other way round: two names for one rule are only
@@ -101,19 +124,7 @@ RopeParameters read_rope_parameters(const ConfigReader& s, const ConfigReader& r
   ALPS_CHECK(sc.factor > 0, r.path().string(), ": ", type, " ", where, "factor must be positive, got ", sc.factor);
   if (type == "dynamic")  // the base is raised to head_dim / (head_dim - 2)
     ALPS_CHECK(c.head_dim > 2, r.path().string(), ": dynamic RoPE scaling needs head_dim > 2, got ", c.head_dim);
-  if (type == "llama3") {
-    sc.low_freq_factor = s.number("low_freq_factor", 1.0);
-    sc.high_freq_factor = s.number("high_freq_factor", 4.0);
-    const ConfigReader& from = original_from;
-    sc.original_max_position_embeddings =
-        from.optional_int("original_max_position_embeddings").value_or(c.max_positions);
-    // The llama3 rule divides the original length by both frequency factors and blends between them.
-    ALPS_CHECK(sc.low_freq_factor > 0, r.path().string(), ": llama3 ", where, "low_freq_factor must be positive, got ",
-               sc.low_freq_factor);
-    ALPS_CHECK(sc.high_freq_factor > sc.low_freq_factor, r.path().string(), ": llama3 ", where,
-               "high_freq_factor must exceed low_freq_factor, got ", sc.high_freq_factor, " and ", sc.low_freq_factor);
-    from.check_positive(sc.original_max_position_embeddings, "original_max_position_embeddings");
-  }
+  if (type == "llama3") read_llama3(s, r, original_from, c, sc);
   p.scaling = sc;
   return p;
 }
