@@ -111,9 +111,9 @@ namespace {
 
 // The phases in the order a run goes through them; a phase this list does not know comes after them.
 std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
-  static const std::vector<std::string> kOrder = {"dense_eval", "calibration",    "sparsity_profile", "statistics",
-                                                  "solve",      "pruned_forward", "save_state",       "eval",
-                                                  "save"};
+  static const std::vector<std::string> kOrder = {"dense_eval", "calibration", "sparsity_profile",
+                                                  "statistics", "solve",       "pruned_forward",
+                                                  "save_state", "eval",        "save"};
   std::vector<std::string> out;
   for (const auto& p : kOrder)
     if (seconds.count(p) > 0) out.push_back(p);
@@ -187,55 +187,65 @@ std::string description(const RunReport& r, const Tally& t) {
     for (const auto& [use, count] : t.uses)
       what += fmt::format("{}{} ({} layer{})", what.empty() ? "" : ", ", use, count, count == 1 ? "" : "s");
   }
-  return fmt::format("{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%",
-                     what, t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
+  return fmt::format("{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%", what,
+                     t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
 }
 
 }  // namespace
 
 std::string pruning_description(const RunReport& r) { return description(r, tally(r)); }
 
-std::string summary_text(const RunReport& r) {
-  const Tally t = tally(r);
-  const auto& by_kind = t.by_kind;
-  const double solve = t.solve;
-  std::string out = description(r, t) + "\n";
-  out += fmt::format("\n{:<24} {:>6} {:>9} {:>15} {:>10}\n", "layer kind", "layers", "sparsity", "mean rel. error",
-                     "solve s");
-  for (const auto& [kind, k] : by_kind)
-    out += fmt::format("{:<24} {:>6} {:>8.2f}% {:>15} {:>10.1f}\n", kind, k.count,
-                       percent(k.zeros, k.total),
+namespace {
+
+// Layers by kind: count, sparsity, mean relative error, solve time.
+std::string kind_table(const Tally& t) {
+  std::string out = fmt::format("\n{:<24} {:>6} {:>9} {:>15} {:>10}\n", "layer kind", "layers", "sparsity",
+                                "mean rel. error", "solve s");
+  for (const auto& [kind, k] : t.by_kind)
+    out += fmt::format("{:<24} {:>6} {:>8.2f}% {:>15} {:>10.1f}\n", kind, k.count, percent(k.zeros, k.total),
                        k.measured > 0 ? fmt::format("{:.4e}", k.error / k.measured) : "not measured", k.seconds);
-  // A sparsity profile's targets per block beside what the layers of each block reached.
-  if (const json* profile = sparsity_profile(r)) {
-    const json& p = *profile;
-    const auto target = p.at("block_sparsity").get<std::vector<double>>();
-    std::vector<double> zeros(target.size(), 0), total(target.size(), 0);
-    for (const auto& l : r.layers) {
-      if (l.skipped || l.block < 0 || static_cast<size_t>(l.block) >= target.size() || l.shape.size() != 2) continue;
-      const double n = static_cast<double>(l.shape[0] * l.shape[1]);
-      zeros[static_cast<size_t>(l.block)] += l.sparsity * n;
-      total[static_cast<size_t>(l.block)] += n;
-    }
-    out += fmt::format("\nsparsity profile {} (M {}, lambda {}): per block, target and reached\n",
-                       p.value("profile", ""), p.value("m", 0.0), p.value("lambda", 0.0));
-    for (size_t b = 0; b < target.size(); ++b)
-      out += fmt::format("  block {:>3} {:>8.4f} {:>8}\n", b + 1, target[b],
-                         total[b] > 0 ? fmt::format("{:.4f}", zeros[b] / total[b]) : "-");
-    if (p.contains("zeros") && p.contains("weights"))  // the model-wide count the profile's layers share
-      out += fmt::format("  {} zeros in the {} weights that follow the profile: round({} x {})\n",
-                         p.at("zeros").get<int64_t>(), p.at("weights").get<int64_t>(), p.value("sparsity", 0.0),
-                         p.at("weights").get<int64_t>());
+  return out;
+}
+
+// A sparsity profile's targets per block beside what the layers of each block reached; empty without a profile.
+std::string profile_table(const RunReport& r) {
+  const json* profile = sparsity_profile(r);
+  if (profile == nullptr) return "";
+  const json& p = *profile;
+  const auto target = p.at("block_sparsity").get<std::vector<double>>();
+  std::vector<double> zeros(target.size(), 0), total(target.size(), 0);
+  for (const auto& l : r.layers) {
+    if (l.skipped || l.block < 0 || static_cast<size_t>(l.block) >= target.size() || l.shape.size() != 2) continue;
+    const double n = static_cast<double>(l.shape[0] * l.shape[1]);
+    zeros[static_cast<size_t>(l.block)] += l.sparsity * n;
+    total[static_cast<size_t>(l.block)] += n;
   }
-  out += fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
+  std::string out = fmt::format("\nsparsity profile {} (M {}, lambda {}): per block, target and reached\n",
+                                p.value("profile", ""), p.value("m", 0.0), p.value("lambda", 0.0));
+  for (size_t b = 0; b < target.size(); ++b)
+    out += fmt::format("  block {:>3} {:>8.4f} {:>8}\n", b + 1, target[b],
+                       total[b] > 0 ? fmt::format("{:.4f}", zeros[b] / total[b]) : "-");
+  if (p.contains("zeros") && p.contains("weights"))  // the model-wide count the profile's layers share
+    out += fmt::format("  {} zeros in the {} weights that follow the profile: round({} x {})\n",
+                       p.at("zeros").get<int64_t>(), p.at("weights").get<int64_t>(), p.value("sparsity", 0.0),
+                       p.at("weights").get<int64_t>());
+  return out;
+}
+
+// The phases in run order and their total, beside the time of the layer solves within them.
+std::string phase_table(const RunReport& r, double solve) {
+  std::string out = fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
   double wall = 0;
   for (const auto& phase : phases_in_run_order(r.phase_seconds)) {
     const double s = r.phase_seconds.at(phase);
     out += fmt::format("{:<24} {:>10.1f}\n", phase, s);
     wall += s;
   }
-  out += fmt::format("{:<24} {:>10.1f}  (layer solves {:.1f})\n", "total", wall, solve);
-  // With --eval-dense, the input model's figure beside each of the pruned model's.
+  return out + fmt::format("{:<24} {:>10.1f}  (layer solves {:.1f})\n", "total", wall, solve);
+}
+
+// Every evaluation's figures; with --eval-dense, the input model's figure beside each of the pruned model's.
+std::string eval_table(const RunReport& r) {
   const bool with_dense = !r.eval_dense.empty();
   auto dense = [&](const json& e, const std::string& metric) -> std::string {
     if (!with_dense) return "";
@@ -248,6 +258,7 @@ std::string summary_text(const RunReport& r) {
     }
     return fmt::format(" {:>12}", "-");
   };
+  std::string out;
   if (!r.eval.empty())
     out += fmt::format("\n{:<24} {:<16} {:>12}{}  {}\n", "evaluation", "metric", "value",
                        with_dense ? fmt::format(" {:>12}", "dense") : "", "over");
@@ -257,18 +268,24 @@ std::string summary_text(const RunReport& r) {
       for (const auto& [name, value] : metrics.items()) {
         if (!value.is_number() || (name.size() > 7 && name.compare(name.size() - 7, 7, "_stderr") == 0)) continue;
         const auto se = metrics.find(name + "_stderr");
-        out += fmt::format("{:<24} {:<16} {:>12.4f}{}  {} documents{}\n", e.value("task", "?"), name,
-                           value.get<double>(), dense(e, name), e.value("docs", 0),
-                           se != metrics.end() && se->is_number() ? fmt::format(", stderr {:.4f}", se->get<double>())
-                                                                  : "");
+        out += fmt::format(
+            "{:<24} {:<16} {:>12.4f}{}  {} documents{}\n", e.value("task", "?"), name, value.get<double>(),
+            dense(e, name), e.value("docs", 0),
+            se != metrics.end() && se->is_number() ? fmt::format(", stderr {:.4f}", se->get<double>()) : "");
       }
       continue;
     }
     out += fmt::format("{:<24} {:<16} {:>12.4f}{}  {} windows of {} tokens\n", e.value("dataset", "?"), "perplexity",
-                       e.value("perplexity", 0.0), dense(e, "perplexity"), e.value("windows", 0),
-                       e.value("seqlen", 0));
+                       e.value("perplexity", 0.0), dense(e, "perplexity"), e.value("windows", 0), e.value("seqlen", 0));
   }
   return out;
+}
+
+}  // namespace
+
+std::string summary_text(const RunReport& r) {
+  const Tally t = tally(r);
+  return description(r, t) + "\n" + kind_table(t) + profile_table(r) + phase_table(r, t.solve) + eval_table(r);
 }
 
 }  // namespace alps::report
