@@ -14,15 +14,16 @@
 #include <csignal>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "alps/core/error.h"
 
 namespace alps::dist {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 int free_local_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -46,8 +47,9 @@ void remember_signal(int sig) { g_forward = sig; }
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "stopped";
 }
 
@@ -72,43 +74,37 @@ std::vector<std::string> without_nproc_flag(const std::vector<std::string>& argv
   return out;
 }
 
-int run_local_workers(const std::vector<std::string>& args, int nproc, int grace_seconds) {
-  ALPS_USAGE_CHECK(nproc >= 1, "--nproc must be at least 1, got ", nproc);
-  ALPS_USAGE_CHECK(std::getenv("RANK") == nullptr && std::getenv("WORLD_SIZE") == nullptr,
-                   "--nproc starts the workers itself, but RANK/WORLD_SIZE are set: this process is already one "
-                   "of a distributed run (torchrun); drop --nproc");
-  const int port = free_local_port();  // rank 0's store binds it
-  std::map<pid_t, int> rank_of;
-  struct sigaction sa {};
-  sa.sa_handler = remember_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  for (int r = 0; r < nproc; ++r) {
-    const pid_t pid = fork();
-    ALPS_CHECK(pid >= 0, "--nproc: cannot start worker ", r, ": ", std::strerror(errno));
-    if (pid == 0) {
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      if (r != 0) {  // one result on stdout: rank 0's
-        const int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
-      }
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "alps --nproc: cannot start worker %d: %s\n", r, std::strerror(errno));
-      _exit(127);
-    }
-    rank_of[pid] = r;
+namespace {
+
+// Worker `r` of `nproc`: this executable again with `args`, the rank in torchrun's variables, rank 0's store on
+// `port`; stdout kept for rank 0 only (one result). Returns its pid.
+pid_t start_worker(const std::vector<std::string>& args, int r, int nproc, int port) {
+  const pid_t pid = fork();
+  ALPS_CHECK(pid >= 0, "--nproc: cannot start worker ", r, ": ", std::strerror(errno));
+  if (pid != 0) return pid;
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  setenv("RANK", std::to_string(r).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  if (r != 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
   }
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "alps --nproc: cannot start worker %d: %s\n", r, std::strerror(errno));
+  _exit(127);
+}
+
+// Waits for every worker; forwards Ctrl-C and SIGTERM to them; when one fails, stops the others (SIGTERM, then
+// SIGKILL after `grace_seconds`). Returns the first failure's exit code, 0 when all succeed.
+int supervise(std::map<pid_t, int> rank_of, int nproc, int grace_seconds) {
   int result = 0;
   bool stopping = false;
   auto stop_others = [&](int sig) {
@@ -146,6 +142,24 @@ int run_local_workers(const std::vector<std::string>& args, int nproc, int grace
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return result;
+}
+
+}  // namespace
+
+int run_local_workers(const std::vector<std::string>& args, int nproc, int grace_seconds) {
+  ALPS_USAGE_CHECK(nproc >= 1, "--nproc must be at least 1, got ", nproc);
+  ALPS_USAGE_CHECK(std::getenv("RANK") == nullptr && std::getenv("WORLD_SIZE") == nullptr,
+                   "--nproc starts the workers itself, but RANK/WORLD_SIZE are set: this process is already one "
+                   "of a distributed run (torchrun); drop --nproc");
+  const int port = free_local_port();  // rank 0's store binds it
+  struct sigaction sa {};
+  sa.sa_handler = remember_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::map<pid_t, int> rank_of;
+  for (int r = 0; r < nproc; ++r) rank_of[start_worker(args, r, nproc, port)] = r;
+  return supervise(std::move(rank_of), nproc, grace_seconds);
 }
 
 }  // namespace alps::dist

@@ -41,8 +41,8 @@ std::vector<TaskInput> resolve_tasks(const std::vector<std::string>& names, cons
     ALPS_USAGE_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < o.size(), "task file override '", o,
                      "': expected TASK=FILE");
     const std::string name = o.substr(0, eq);
-    ALPS_USAGE_CHECK(find_task(name) != nullptr, "task file override '", o, "': unknown task '", name, "' (known: ",
-                     task_names(), ")");
+    ALPS_USAGE_CHECK(find_task(name) != nullptr, "task file override '", o, "': unknown task '", name,
+                     "' (known: ", task_names(), ")");
     bool found = false;
     for (TaskInput& t : out)
       if (t.spec->name == name) {
@@ -81,8 +81,7 @@ MetricValue mean_metric(const std::string& name, const std::vector<double>& per_
 
 std::vector<PreparedTask> prepare_tasks(const model::CausalLM& model, const tokenizer::Tokenizer& tokenizer,
                                         const std::vector<TaskInput>& tasks, const ZeroShotOptions& options) {
-  const int64_t max_length =
-      options.scoring.max_length > 0 ? options.scoring.max_length : model.config().max_positions;
+  const int64_t max_length = options.scoring.max_length > 0 ? options.scoring.max_length : model.config().max_positions;
   std::vector<PreparedTask> out;
   for (const TaskInput& task : tasks) {
     const auto start = std::chrono::steady_clock::now();
@@ -112,6 +111,70 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, const token
   return evaluate_tasks(model, prepare_tasks(model, tokenizer, tasks, options), options);
 }
 
+namespace {
+
+// A log-likelihood task's metrics (lambada): perplexity over the requests (with a bootstrap stderr) and the share
+// of requests whose continuation is the greedy one.
+std::vector<MetricValue> loglikelihood_metrics(const TaskInput& task, const std::vector<TaskDoc>& docs,
+                                               const std::vector<RequestScore>& scores,
+                                               const ZeroShotOptions& options) {
+  std::vector<double> lls, greedy;
+  size_t pos = 0;
+  for (const TaskDoc& d : docs)
+    for (size_t k = 0; k < d.requests.size(); ++k, ++pos) {
+      lls.push_back(scores[pos].loglikelihood);
+      greedy.push_back(scores[pos].is_greedy ? 1.0 : 0.0);
+    }
+  std::vector<MetricValue> metrics;
+  for (const std::string& m : task.spec->metrics) {
+    if (m == "perplexity") {
+      MetricValue v{m, perplexity_of(lls), std::nullopt, false};
+      if (lls.size() > 1 && options.bootstrap_iters > 0)
+        v.stderr_value = bootstrap_perplexity_stderr(lls, options.bootstrap_iters);
+      metrics.push_back(v);
+    } else if (m == "acc") {
+      metrics.push_back(mean_metric(m, greedy));
+    } else {
+      ALPS_FAIL("task ", task.spec->name, ": metric ", m, " is not defined for log-likelihood tasks");
+    }
+  }
+  return metrics;
+}
+
+// A multiple-choice task's metrics: the share of documents whose gold choice scores highest, by log-likelihood
+// (acc) and by log-likelihood per character (acc_norm).
+std::vector<MetricValue> choice_metrics(const TaskInput& task, const std::vector<TaskDoc>& docs,
+                                        const std::vector<RequestScore>& scores) {
+  std::vector<double> acc, acc_norm;
+  size_t pos = 0;
+  for (const TaskDoc& d : docs) {
+    std::vector<double> lls, normed;
+    for (size_t k = 0; k < d.requests.size(); ++k, ++pos) {
+      lls.push_back(scores[pos].loglikelihood);
+      // Divided by the choice's length in characters, as a float (a zero length gives -inf or nan like numpy).
+      normed.push_back(scores[pos].loglikelihood / static_cast<double>(py_len(d.choices[k])));
+    }
+    acc.push_back(argmax(lls) == d.gold ? 1.0 : 0.0);
+    acc_norm.push_back(argmax(normed) == d.gold ? 1.0 : 0.0);
+  }
+  std::vector<MetricValue> metrics;
+  for (const std::string& m : task.spec->metrics) {
+    ALPS_CHECK(m == "acc" || m == "acc_norm", "task ", task.spec->name, ": metric ", m,
+               " is not defined for multiple-choice tasks");
+    metrics.push_back(mean_metric(m, m == "acc" ? acc : acc_norm));
+  }
+  return metrics;
+}
+
+// The task's metrics from its requests' scores (in the order of its documents' requests).
+std::vector<MetricValue> task_metrics(const TaskInput& task, const std::vector<TaskDoc>& docs,
+                                      const std::vector<RequestScore>& scores, const ZeroShotOptions& options) {
+  return task.spec->output == TaskOutput::kLoglikelihood ? loglikelihood_metrics(task, docs, scores, options)
+                                                         : choice_metrics(task, docs, scores);
+}
+
+}  // namespace
+
 std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, std::vector<PreparedTask> tasks,
                                        const ZeroShotOptions& options) {
   std::vector<TaskResult> results;
@@ -121,63 +184,27 @@ std::vector<TaskResult> evaluate_tasks(const model::CausalLM& model, std::vector
     std::vector<EncodedRequest>& encoded = tasks[ti].encoded;
     const auto start = std::chrono::steady_clock::now();
     const std::string what = fmt::format("task {}/{} {}: requests", ti + 1, tasks.size(), task.spec->name);
-    spdlog::info("task {}/{} {}: {} documents, {} requests from {}", ti + 1, tasks.size(), task.spec->name,
-                 docs.size(), encoded.size(), task.file.string());
+    spdlog::info("task {}/{} {}: {} documents, {} requests from {}", ti + 1, tasks.size(), task.spec->name, docs.size(),
+                 encoded.size(), task.file.string());
     Progress progress(what, static_cast<int64_t>(encoded.size()), /*min_interval=*/5.0);
     ScoringStats cost;
-    const std::vector<RequestScore> scores =
-        score_requests(model, encoded, options.scoring, [&](int64_t done) { progress.step(done, ""); }, &cost);
+    const std::vector<RequestScore> scores = score_requests(
+        model, encoded, options.scoring, [&](int64_t done) { progress.step(done, ""); }, &cost);
 
     TaskResult r;
     r.input = task;
     r.docs = static_cast<int64_t>(docs.size());
     r.requests = static_cast<int64_t>(encoded.size());
-    size_t pos = 0;
-    if (task.spec->output == TaskOutput::kLoglikelihood) {
-      std::vector<double> lls, greedy;
-      for (const TaskDoc& d : docs)
-        for (size_t k = 0; k < d.requests.size(); ++k, ++pos) {
-          lls.push_back(scores[pos].loglikelihood);
-          greedy.push_back(scores[pos].is_greedy ? 1.0 : 0.0);
-        }
-      for (const std::string& m : task.spec->metrics) {
-        if (m == "perplexity") {
-          MetricValue v{m, perplexity_of(lls), std::nullopt, false};
-          if (lls.size() > 1 && options.bootstrap_iters > 0)
-            v.stderr_value = bootstrap_perplexity_stderr(lls, options.bootstrap_iters);
-          r.metrics.push_back(v);
-        } else if (m == "acc") {
-          r.metrics.push_back(mean_metric(m, greedy));
-        } else {
-          ALPS_FAIL("task ", task.spec->name, ": metric ", m, " is not defined for log-likelihood tasks");
-        }
-      }
-    } else {
-      std::vector<double> acc, acc_norm;
-      for (const TaskDoc& d : docs) {
-        std::vector<double> lls, normed;
-        for (size_t k = 0; k < d.requests.size(); ++k, ++pos) {
-          lls.push_back(scores[pos].loglikelihood);
-          // Divided by the choice's length in characters, as a float (a zero length gives -inf or nan like numpy).
-          normed.push_back(scores[pos].loglikelihood / static_cast<double>(py_len(d.choices[k])));
-        }
-        acc.push_back(argmax(lls) == d.gold ? 1.0 : 0.0);
-        acc_norm.push_back(argmax(normed) == d.gold ? 1.0 : 0.0);
-      }
-      for (const std::string& m : task.spec->metrics) {
-        ALPS_CHECK(m == "acc" || m == "acc_norm", "task ", task.spec->name, ": metric ", m,
-                   " is not defined for multiple-choice tasks");
-        r.metrics.push_back(mean_metric(m, m == "acc" ? acc : acc_norm));
-      }
-    }
+    r.metrics = task_metrics(task, docs, scores, options);
     r.seconds = tasks[ti].seconds + seconds_since(start);
     std::string summary;
     for (const MetricValue& m : r.metrics) summary += fmt::format(" {} {:.4f}", m.name, m.value);
     const double share =
         static_cast<double>(cost.positions) / static_cast<double>(std::max<int64_t>(1, cost.whole_positions));
-    spdlog::info("task {}/{} {}:{} ({} documents, {:.1f}s, {} token positions: {:.0f}% of scoring each request "
-                 "whole)",
-                 ti + 1, tasks.size(), task.spec->name, summary, r.docs, r.seconds, cost.positions, 100 * share);
+    spdlog::info(
+        "task {}/{} {}:{} ({} documents, {:.1f}s, {} token positions: {:.0f}% of scoring each request "
+        "whole)",
+        ti + 1, tasks.size(), task.spec->name, summary, r.docs, r.seconds, cost.positions, 100 * share);
     if (options.keep_samples) {
       r.samples = std::move(docs);
       r.encoded = std::move(encoded);
@@ -194,8 +221,12 @@ nlohmann::json to_json(const TaskResult& r) {
     metrics[m.name] = m.value;
     metrics[m.name + "_stderr"] = m.stderr_value ? nlohmann::json(*m.stderr_value) : nlohmann::json("N/A");
   }
-  return {{"task", r.input.spec->name}, {"file", r.input.file.string()}, {"version", r.input.spec->version},
-          {"docs", r.docs},            {"requests", r.requests},         {"seconds", r.seconds},
+  return {{"task", r.input.spec->name},
+          {"file", r.input.file.string()},
+          {"version", r.input.spec->version},
+          {"docs", r.docs},
+          {"requests", r.requests},
+          {"seconds", r.seconds},
           {"metrics", metrics}};
 }
 
@@ -217,10 +248,10 @@ std::string format_task_table(const std::vector<TaskResult>& results) {
     bool first = true;
     for (const MetricValue& m : r.metrics) {
       const std::string err = m.stderr_value ? fmt::format("{:.4f}", *m.stderr_value) : "N/A";
-      out += fmt::format("|{:<{}}|{:>7}|{:<6}|{:>6}|{:<10}|{:<3}|{:>{}.4f}|±  |{:>{}}|\n",
-                         first ? r.input.spec->name : "", name_w, first ? std::to_string(r.input.spec->version) : "",
-                         first ? "none" : "", first ? "0" : "", m.name, m.higher_is_better ? "↑" : "↓", m.value,
-                         value_w, err, err_w);
+      out +=
+          fmt::format("|{:<{}}|{:>7}|{:<6}|{:>6}|{:<10}|{:<3}|{:>{}.4f}|±  |{:>{}}|\n", first ? r.input.spec->name : "",
+                      name_w, first ? std::to_string(r.input.spec->version) : "", first ? "none" : "", first ? "0" : "",
+                      m.name, m.higher_is_better ? "↑" : "↓", m.value, value_w, err, err_w);
       first = false;
     }
   }
