@@ -200,9 +200,8 @@ std::vector<PackedSequence> pack(const std::vector<EncodedRequest>& requests, st
     tree.predictors.emplace_back(path.begin() + static_cast<std::ptrdiff_t>(first), path.end());
     previous = &in;
   }
-  std::stable_sort(trees.begin(), trees.end(), [](const PackedSequence& a, const PackedSequence& b) {
-    return a.tokens.size() > b.tokens.size();
-  });
+  std::stable_sort(trees.begin(), trees.end(),
+                   [](const PackedSequence& a, const PackedSequence& b) { return a.tokens.size() > b.tokens.size(); });
   std::vector<PackedSequence> out;
   std::multimap<size_t, size_t> room;  // free nodes -> sequence
   for (const PackedSequence& tree : trees) {
@@ -275,6 +274,54 @@ void run_packed(const model::CausalLM& model, const std::vector<EncodedRequest>&
 
 }  // namespace
 
+namespace {
+
+void check_requests(const std::vector<EncodedRequest>& requests, int64_t max_length) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const EncodedRequest& r = requests[i];
+    ALPS_CHECK(!r.context.empty(), "request ", i, ": the context encodes to no tokens");
+    ALPS_CHECK(!r.continuation.empty(), "request ", i, ": the continuation encodes to no tokens");
+    ALPS_CHECK(static_cast<int64_t>(r.continuation.size()) <= max_length, "request ", i, ": the continuation's ",
+               r.continuation.size(), " tokens exceed the maximum length ", max_length);
+  }
+}
+
+// Which requests run whole and which are packed (their indices), the longest packed input, and the positions the
+// whole ones cost beside what scoring every request whole would.
+struct Split {
+  std::vector<int64_t> whole, packed;
+  size_t longest = 0;
+  ScoringStats cost;
+};
+
+// A request whose input is cut on the left runs whole, as does one that a cache-free forward over its prefix
+// alone would place differently (dynamic RoPE beyond max_position_embeddings) or whose positions reach a sliding
+// window (which counts slots, not depths). Every other request is packed: inputs that share a prefix hold it once.
+Split split_requests(const model::CausalLM& model, const std::vector<EncodedRequest>& requests, int64_t max_length,
+                     bool reuse_context) {
+  int64_t window = 0;
+  for (int64_t i = 0; i < model.num_blocks(); ++i) {
+    const int64_t w = model.config().window_of_layer(i);
+    if (w > 0) window = window > 0 ? std::min(window, w) : w;
+  }
+  Split split;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const EncodedRequest& r = requests[i];
+    const int64_t input = static_cast<int64_t>(r.context.size() + r.continuation.size()) - 1;
+    split.cost.whole_positions += std::min(input, max_length);
+    if (reuse_context && input <= max_length && model.cache_exact(input) && (window == 0 || input <= window)) {
+      split.packed.push_back(static_cast<int64_t>(i));
+      split.longest = std::max(split.longest, static_cast<size_t>(input));
+    } else {
+      split.whole.push_back(static_cast<int64_t>(i));
+      split.cost.positions += std::min(input, max_length);
+    }
+  }
+  return split;
+}
+
+}  // namespace
+
 std::vector<RequestScore> score_requests(const model::CausalLM& model, const std::vector<EncodedRequest>& requests,
                                          const LoglikelihoodOptions& options,
                                          const std::function<void(int64_t)>& on_progress, ScoringStats* stats) {
@@ -282,45 +329,17 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
   ALPS_CHECK(max_length >= 1, "max length must be at least 1, got ", max_length);
   ALPS_CHECK(options.batch_size >= 1, "batch size must be at least 1, got ", options.batch_size);
   const int64_t n = static_cast<int64_t>(requests.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const EncodedRequest& r = requests[i];
-    ALPS_CHECK(!r.context.empty(), "request ", i, ": the context encodes to no tokens");
-    ALPS_CHECK(!r.continuation.empty(), "request ", i, ": the continuation encodes to no tokens");
-    ALPS_CHECK(static_cast<int64_t>(r.continuation.size()) <= max_length, "request ", i, ": the continuation's ",
-               r.continuation.size(), " tokens exceed the maximum length ", max_length);
-  }
-  // A request whose input is cut on the left runs whole, as does one that a cache-free forward over its prefix
-  // alone would place differently (dynamic RoPE beyond max_position_embeddings) or whose positions reach a sliding
-  // window (which counts slots, not depths). Every other request is packed: inputs that share a prefix hold it once.
-  int64_t window = 0;
-  for (int64_t i = 0; i < model.num_blocks(); ++i) {
-    const int64_t w = model.config().window_of_layer(i);
-    if (w > 0) window = window > 0 ? std::min(window, w) : w;
-  }
-  std::vector<int64_t> whole, packed;
-  size_t longest = 0;
-  ScoringStats cost;
-  for (int64_t i = 0; i < n; ++i) {
-    const EncodedRequest& r = requests[i];
-    const int64_t input = static_cast<int64_t>(r.context.size() + r.continuation.size()) - 1;
-    cost.whole_positions += std::min(input, max_length);
-    if (options.reuse_context && input <= max_length && model.cache_exact(input) && (window == 0 || input <= window)) {
-      packed.push_back(i);
-      longest = std::max(longest, static_cast<size_t>(input));
-    } else {
-      whole.push_back(i);
-      cost.positions += std::min(input, max_length);
-    }
-  }
+  check_requests(requests, max_length);
+  Split split = split_requests(model, requests, max_length, options.reuse_context);
   // Sequences as long as the longest packed input and at least kPackedLength: a batch of them holds as much as a
   // batch of whole inputs padded to the longest, and the linears' products stay large.
-  const size_t length = std::max(kPackedLength, longest);
-  const std::vector<PackedSequence> seqs = pack(requests, packed, length);
-  for (const PackedSequence& seq : seqs) cost.positions += static_cast<int64_t>(seq.tokens.size());
-  if (stats != nullptr) *stats = cost;
+  const size_t length = std::max(kPackedLength, split.longest);
+  const std::vector<PackedSequence> seqs = pack(requests, split.packed, length);
+  for (const PackedSequence& seq : seqs) split.cost.positions += static_cast<int64_t>(seq.tokens.size());
+  if (stats != nullptr) *stats = split.cost;
   // Longest first, so that a batch pads little and the first batch shows the peak memory.
   auto total = [&](int64_t i) { return requests[i].context.size() + requests[i].continuation.size(); };
-  std::stable_sort(whole.begin(), whole.end(), [&](int64_t a, int64_t b) { return total(a) > total(b); });
+  std::stable_sort(split.whole.begin(), split.whole.end(), [&](int64_t a, int64_t b) { return total(a) > total(b); });
 
   std::vector<RequestScore> out(n);
   at::NoGradGuard no_grad;
@@ -338,7 +357,7 @@ std::vector<RequestScore> score_requests(const model::CausalLM& model, const std
     for (size_t s = s0; s < s1; ++s) k += static_cast<int64_t>(seqs[s].requests.size());
     done(k);
   }
-  score_whole(model, requests, whole, max_length, options.batch_size, out, done);
+  score_whole(model, requests, split.whole, max_length, options.batch_size, out, done);
   return out;
 }
 
