@@ -95,16 +95,14 @@ int64_t ModelConfig::max_sequence_length() const {
 
 int64_t ModelConfig::default_window() const { return std::min(kProtocolWindow, max_positions); }
 
+// Truncated as Python's int() truncates, as transformers computes it.
 int64_t ModelConfig::rotary_dim() const {
-  return static_cast<int64_t>(static_cast<double>(head_dim) *
-                              partial_rotary_factor);  // Python's int(), as transformers
+  return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
 }
 
 int64_t ModelConfig::window_of_layer(int64_t i) const {
   return i >= 0 && i < static_cast<int64_t>(sliding_window.size()) ? sliding_window[static_cast<size_t>(i)] : 0;
 }
-
-namespace {}  // namespace
 
 std::optional<int64_t> read_token_id(const ConfigReader& r, const char* key) {
   auto it = r.raw().find(key);

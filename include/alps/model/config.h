@@ -53,7 +53,7 @@ struct ModelConfig {
   int64_t max_positions = 0;
   double norm_eps = 1e-5;
   bool tie_word_embeddings = true;
-  // LLaMA family (LLaMA, Mistral, Qwen2 and 3, OLMo 2, Gemma 2 and 3)
+  // LLaMA family (LLaMA, Mistral, Qwen2 and 3, OLMo 2, Gemma 2 and 3, Phi-3)
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
   /// The leading int(head_dim * factor) dimensions of each head rotate, the rest pass (Phi-3 and Phi-4).
