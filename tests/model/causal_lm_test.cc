@@ -324,8 +324,8 @@ TEST(CausalLM, PackedSequencesRefuseATokenHiddenFromItself) {
 
 TEST(CausalLM, GoldenLogits_CUDA) {
   // Gemma 2's soft-capped attention takes batched steps where the others take the fused kernel.
-  for (const char* name :
-       {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap", "gemma3_local_global"}) {
+  for (const char* name : {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap",
+                           "gemma3_local_global", "gemma3_multimodal", "phi3_longrope"}) {
     CausalLM m = CausalLM::load(fixture(name));
     io::SafetensorsFile golden(fixture(std::string(name) + ".golden.safetensors"));
     m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);
