@@ -122,9 +122,14 @@ void read_gemma_family_config(const ConfigReader& r, const GemmaDefaults& gemma,
 /// The sliding windows of Qwen2 and Qwen3 configs (use_sliding_window, sliding_window, layer_types or
 /// max_window_layers; qwen2.cc).
 void read_qwen_sliding_windows(const ConfigReader& r, ModelConfig& c);
-/// Which layers slide according to config.json's layer_types ("full_attention" or "sliding_attention" per layer);
-/// `fallback` when it is absent.
-std::vector<bool> read_layer_types(const ConfigReader& r, std::vector<bool> fallback);
+/// config.json's sliding_window: 0 when null (no window), `absent` (the config class's default) when missing, else a
+/// positive integer.
+int64_t read_sliding_window(const ConfigReader& r, int64_t absent);
+/// c.sliding_window: `window` on the layers config.json's layer_types marks "sliding_attention" (each entry
+/// "full_attention" or "sliding_attention"), on those `fallback` marks when it has no layer_types. A sliding layer
+/// without a window (0) is refused, `off` saying why the window is off.
+void set_sliding_layers(const ConfigReader& r, const std::vector<bool>& fallback, int64_t window, const char* off,
+                        ModelConfig& c);
 
 // Shared pieces of the forwards (attention.cc).
 

@@ -95,10 +95,11 @@ int64_t ModelConfig::max_sequence_length() const {
 
 int64_t ModelConfig::default_window() const { return std::min(kProtocolWindow, max_positions); }
 
-// Truncated as Python's int() truncates, as transformers computes it.
-int64_t ModelConfig::rotary_dim() const {
+int64_t rotary_dim(int64_t head_dim, double partial_rotary_factor) {
   return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
 }
+
+int64_t ModelConfig::rotary_dim() const { return model::rotary_dim(head_dim, partial_rotary_factor); }
 
 int64_t ModelConfig::window_of_layer(int64_t i) const {
   return i >= 0 && i < static_cast<int64_t>(sliding_window.size()) ? sliding_window[static_cast<size_t>(i)] : 0;

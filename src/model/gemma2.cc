@@ -47,16 +47,7 @@ void read_gemma_family_config(const ConfigReader& r, const GemmaDefaults& gemma,
   r.check_positive(gemma.sliding_pattern, "sliding_window_pattern");
   std::vector<bool> every_nth(L);
   for (size_t i = 0; i < L; ++i) every_nth[i] = (i + 1) % static_cast<size_t>(gemma.sliding_pattern) != 0;
-  const std::vector<bool> sliding = read_layer_types(r, every_nth);
-  const bool off = r.raw().contains("sliding_window") && !r.has("sliding_window");
-  const int64_t window = off ? 0 : r.optional_int("sliding_window").value_or(4096);
-  if (!off) r.check_positive(window, "sliding_window");
-  c.sliding_window.assign(L, 0);
-  for (size_t i = 0; i < L; ++i) {
-    if (!sliding[i]) continue;
-    ALPS_CHECK(window > 0, r.field("layer_types"), ": layer ", i, " is 'sliding_attention' but sliding_window is null");
-    c.sliding_window[i] = window;
-  }
+  set_sliding_layers(r, every_nth, read_sliding_window(r, 4096), "sliding_window is null", c);
 }
 
 void read_gemma2_config(const ConfigReader& r, ModelConfig& c) {

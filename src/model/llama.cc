@@ -250,20 +250,36 @@ void read_llama_family_config(const ConfigReader& r, const LlamaDefaults& defaul
   if (!defaults.rope_by_layer_type) read_rope(r, c, defaults.partial_rotary);
 }
 
-std::vector<bool> read_layer_types(const ConfigReader& r, std::vector<bool> fallback) {
-  if (!r.has("layer_types")) return fallback;
-  const auto L = static_cast<size_t>(r.required_int("num_hidden_layers"));
-  const nlohmann::json& types = r.raw().at("layer_types");
-  ALPS_CHECK(types.is_array() && types.size() == L, r.field("layer_types"), ": expected a list of ", L,
-             " layer types (num_hidden_layers), got ", types.dump());
-  std::vector<bool> sliding(L, false);
-  for (size_t i = 0; i < L; ++i) {
-    const nlohmann::json& t = types[i];
-    ALPS_CHECK(t == "full_attention" || t == "sliding_attention", r.field("layer_types"), ": layer ", i,
-               ": expected 'full_attention' or 'sliding_attention', got ", t.dump());
-    sliding[i] = t == "sliding_attention";
+int64_t read_sliding_window(const ConfigReader& r, int64_t absent) {
+  if (r.raw().contains("sliding_window") && !r.has("sliding_window")) return 0;
+  if (!r.has("sliding_window")) return absent;
+  const int64_t window = r.required_int("sliding_window");
+  r.check_positive(window, "sliding_window");
+  return window;
+}
+
+void set_sliding_layers(const ConfigReader& r, const std::vector<bool>& fallback, int64_t window, const char* off,
+                        ModelConfig& c) {
+  const auto L = static_cast<size_t>(c.num_layers);
+  std::vector<bool> sliding = fallback;
+  if (r.has("layer_types")) {
+    const nlohmann::json& types = r.raw().at("layer_types");
+    ALPS_CHECK(types.is_array() && types.size() == L, r.field("layer_types"), ": expected a list of ", L,
+               " layer types (num_hidden_layers), got ", types.dump());
+    for (size_t i = 0; i < L; ++i) {
+      const nlohmann::json& t = types[i];
+      ALPS_CHECK(t == "full_attention" || t == "sliding_attention", r.field("layer_types"), ": layer ", i,
+                 ": expected 'full_attention' or 'sliding_attention', got ", t.dump());
+      sliding[i] = t == "sliding_attention";
+    }
   }
-  return sliding;
+  c.sliding_window.assign(L, 0);
+  for (size_t i = 0; i < L; ++i) {
+    if (!sliding[i]) continue;
+    // transformers cannot build this layer's mask either.
+    ALPS_CHECK(window > 0, r.field("layer_types"), ": layer ", i, " is 'sliding_attention' but ", off);
+    c.sliding_window[i] = window;
+  }
 }
 
 void read_llama_config(const ConfigReader& r, ModelConfig& c) {

@@ -2,7 +2,6 @@
 // qkv_proj and gate and up as one gate_up_proj (pruned as stored: one linear each, with one input); RoPE on the
 // leading partial_rotary_factor of each head, with the longrope scaling of the long-context models; a sliding window
 // on every layer when sliding_window is set.
-#include "alps/core/error.h"
 #include "model/architecture.h"
 #include "model/config_reader.h"
 
@@ -14,10 +13,8 @@ void read_phi3_config(const ConfigReader& r, ModelConfig& c) {
   defaults.partial_rotary = true;
   read_llama_family_config(r, defaults, c);
   c.fused_projections = true;
-  if (!r.has("sliding_window")) return;  // Phi3Config: null, no window
-  const int64_t window = r.required_int("sliding_window");
-  r.check_positive(window, "sliding_window");
-  c.sliding_window.assign(static_cast<size_t>(c.num_layers), window);
+  const int64_t window = read_sliding_window(r, 0);  // Phi3Config: null, no window
+  if (window > 0) c.sliding_window.assign(static_cast<size_t>(c.num_layers), window);
 }
 
 }  // namespace alps::model

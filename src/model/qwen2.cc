@@ -17,26 +17,14 @@ void read_qwen2_config(const ConfigReader& r, ModelConfig& c) {
 
 void read_qwen_sliding_windows(const ConfigReader& r, ModelConfig& c) {
   // The config classes drop sliding_window (absent: 4096) unless use_sliding_window.
-  int64_t window = 0;
-  if (r.boolean("use_sliding_window", false)) {
-    const bool off = r.raw().contains("sliding_window") && !r.has("sliding_window");
-    window = off ? 0 : r.optional_int("sliding_window").value_or(4096);
-    if (!off) r.check_positive(window, "sliding_window");
-  }
-  const auto L = static_cast<size_t>(c.num_layers);
+  const int64_t window = r.boolean("use_sliding_window", false) ? read_sliding_window(r, 4096) : 0;
   // Configs written before layer_types existed: the layers from max_window_layers on.
+  const auto L = static_cast<size_t>(c.num_layers);
   std::vector<bool> legacy(L, false);
   const int64_t first_sliding = r.optional_int("max_window_layers").value_or(28);
   for (size_t i = 0; i < L; ++i) legacy[i] = window > 0 && static_cast<int64_t>(i) >= first_sliding;
-  const std::vector<bool> sliding = read_layer_types(r, legacy);
-  c.sliding_window.assign(L, 0);
-  for (size_t i = 0; i < L; ++i) {
-    if (!sliding[i]) continue;
-    // transformers cannot build this layer's mask either.
-    ALPS_CHECK(window > 0, r.field("layer_types"), ": layer ", i, " is 'sliding_attention' but sliding attention is ",
-               "off (use_sliding_window false or sliding_window null)");
-    c.sliding_window[i] = window;
-  }
+  set_sliding_layers(r, legacy, window, "sliding attention is off (use_sliding_window false or sliding_window null)",
+                     c);
 }
 
 }  // namespace alps::model

@@ -32,7 +32,7 @@ std::vector<double> read_factors(const ConfigReader& s, const char* key, size_t 
 // ln(original)) with factor = max_position_embeddings / original unless given.
 void read_longrope(const ConfigReader& s, const ConfigReader& r, const ConfigReader& original_from,
                    const ModelConfig& c, double partial_rotary_factor, RopeScaling& sc) {
-  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial_rotary_factor);
+  const int64_t dim = rotary_dim(c.head_dim, partial_rotary_factor);
   sc.short_factor = read_factors(s, "short_factor", static_cast<size_t>(dim / 2));
   sc.long_factor = read_factors(s, "long_factor", static_cast<size_t>(dim / 2));
   ALPS_CHECK(original_from.has("original_max_position_embeddings"), s.field("original_max_position_embeddings"),
@@ -63,7 +63,7 @@ double read_partial_rotary(const ConfigReader& s, const ConfigReader& r, const M
   }
   const ConfigReader& from = s.has("partial_rotary_factor") ? s : r;
   const double partial = from.number("partial_rotary_factor", 1.0);
-  const auto dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
+  const int64_t dim = rotary_dim(c.head_dim, partial);
   ALPS_CHECK(partial > 0 && partial <= 1 && dim > 0 && dim % 2 == 0, from.field("partial_rotary_factor"), ": ", partial,
              " rotates int(head_dim ", c.head_dim, " * factor) = ", dim,
              " dimensions of each head; RoPE needs an even number from 2 to head_dim");
@@ -148,13 +148,6 @@ void read_rope(const ConfigReader& r, ModelConfig& c, bool partial_allowed) {
   c.rope_theta = p.theta;
   c.rope_scaling = p.scaling;
   c.partial_rotary_factor = p.partial_rotary_factor;
-}
-
-std::optional<ConfigReader> rope_parameters_of(const ConfigReader& r, const char* layer_type) {
-  auto it = r.raw().find("rope_parameters");
-  if (it == r.raw().end() || !it->is_object() || !it->contains(layer_type) || !(*it)[layer_type].is_object())
-    return std::nullopt;
-  return ConfigReader((*it)[layer_type], r.path(), std::string("rope_parameters.") + layer_type + ".");
 }
 
 int64_t RopeTables::table_of_length(int64_t T) const {

@@ -35,9 +35,6 @@ RopeParameters read_rope_parameters(const ConfigReader& s, const ConfigReader& r
 /// rope_parameters (5.x; when both are present rope_scaling wins, as in transformers). Parameters per layer type
 /// are refused.
 void read_rope(const ConfigReader& r, ModelConfig& c, bool partial_allowed = false);
-/// rope_parameters as transformers 5.x writes it for models whose layer types rotate differently: the object of
-/// `layer_type` ("full_attention", "sliding_attention"); nullopt when rope_parameters is absent or not per type.
-std::optional<ConfigReader> rope_parameters_of(const ConfigReader& r, const char* layer_type);
 
 /// The cos/sin tables of one kind of layer, cached per device (and, with dynamic scaling past
 /// max_position_embeddings, per length; with longrope, per side of original_max_position_embeddings).

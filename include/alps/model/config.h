@@ -104,6 +104,10 @@ struct ModelConfig {
   int64_t rotary_dim() const;
 };
 
+/// The dimensions of a head of `head_dim` that RoPE rotates with `partial_rotary_factor`: int(head_dim * factor),
+/// truncated as transformers' Python int() truncates.
+int64_t rotary_dim(int64_t head_dim, double partial_rotary_factor);
+
 /// Parses and validates `path` (config.json); unknown architectures and inconsistent sizes are errors naming the file.
 ModelConfig load_config(const std::filesystem::path& path);
 
