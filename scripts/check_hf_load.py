@@ -34,7 +34,7 @@ args = ap.parse_args()
 model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
 tok = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
 for name, p in model.named_parameters():
-    if name.endswith("proj.weight") or ".fc" in name:
+    if name.endswith("proj.weight") or ".fc" in name or name.split(".")[-2] in ("w1", "w2", "w3"):
         print(f"{name:50s} sparsity {(p == 0).float().mean().item():.4f}")
 
 # Leading whitespace is stripped: for a text that starts with a space, transformers' LlamaTokenizer (legacy=false)

@@ -25,9 +25,11 @@ from safetensors.torch import save_file
 import transformers
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config, Gemma3ForCausalLM,
                           Gemma3ForConditionalGeneration, Gemma3TextConfig, LlamaConfig,
-                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config, Olmo2ForCausalLM, OPTConfig,
-                          OPTForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM, SiglipVisionConfig)
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig, MixtralForCausalLM,
+                          Olmo2Config, Olmo2ForCausalLM, OlmoeConfig, OlmoeForCausalLM, OPTConfig, OPTForCausalLM,
+                          Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen2MoeConfig,
+                          Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM,
+                          SiglipVisionConfig)
 
 PINNED = {"torch": "2.15.0", "transformers": "5.23.0"}
 
@@ -50,11 +52,15 @@ def redraw(model, seed):
     model.tie_weights()
 
 
-def write_fixture(name, model, vocab, seq, dtype=torch.float32, max_shard_size=None, seed=0, short_seq=None):
+def write_fixture(name, model, vocab, seq, dtype=torch.float32, max_shard_size=None, seed=0, short_seq=None,
+                  edit=None):
     if ONLY and name not in ONLY:
         return
     out = os.path.join(OUT, name)
     redraw(model, seed)
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
     model = model.to(dtype).eval()
     kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(out, **kwargs)
@@ -178,6 +184,33 @@ def main():
         rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
                          "short_factor": [1.0, 1.3, 2.1, 3.7], "long_factor": [1.1, 2.5, 5.0, 9.0]})),
                   512, 24, seed=14, short_seq=12)
+
+    # Mixtures of experts (the experts are saved one 2D tensor each, as the published checkpoints hold them).
+    # Qwen3-MoE: 6 experts, 2 per token renormalised, layer 1 a dense MLP (mlp_only_layers), QK-norm per head,
+    # head_dim 16. Layer 0's router has two equal rows (experts 2 and 3), so that those two always tie: where they
+    # tie for the last place, the forward must pick the one torch.topk picks.
+    def tie_router(model):
+        gate = model.model.layers[0].mlp.gate.weight
+        gate[3].copy_(gate[2])
+    write_fixture("qwen3_moe_routed", Qwen3MoeForCausalLM(Qwen3MoeConfig(
+        **dict(small, num_hidden_layers=3), vocab_size=512, head_dim=16, tie_word_embeddings=False,
+        num_experts=6, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=True, mlp_only_layers=[1])),
+                  512, 20, seed=16, edit=tie_router)
+    # Qwen2-MoE: 4 experts, 2 per token without renormalising, a shared expert of 40 behind its sigmoid gate, q/k/v
+    # biases; decoder_sparse_step 2: layer 0 dense, layer 1 the mixture.
+    write_fixture("qwen2_moe_shared", Qwen2MoeForCausalLM(Qwen2MoeConfig(
+        **small, vocab_size=512, tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=24, shared_expert_intermediate_size=40, decoder_sparse_step=2)), 512, 20, seed=17)
+    # Mixtral: 4 experts w1/w3/w2 of intermediate_size, 2 per token, sliding window 8 (the short sequence fits in
+    # it), bf16 storage.
+    write_fixture("mixtral_top2", MixtralForCausalLM(MixtralConfig(
+        **small, vocab_size=512, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+        tie_word_embeddings=False)), 512, 20, dtype=torch.bfloat16, seed=18, short_seq=8)
+    # OLMoE: 8 experts, 3 per token without renormalising, q/k norms over the whole projections, clip_qkv 0.5 (low
+    # enough to bind on these activations).
+    write_fixture("olmoe_clip", OlmoeForCausalLM(OlmoeConfig(
+        **small, vocab_size=512, num_experts=8, num_experts_per_tok=3, clip_qkv=0.5, pad_token_id=0,
+        tie_word_embeddings=False)), 512, 20, seed=19)
 
     if ONLY:
         return

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -41,6 +42,17 @@ std::vector<std::string> block_features(const model::ModelConfig& c) {
   if (c.logit_softcap > 0) f.push_back(fmt::format("logit soft-cap {}", c.logit_softcap));
   if (!c.language_model_prefix.empty())
     f.push_back("language model under '" + c.language_model_prefix + "', other tensors carried");
+  if (c.clip_qkv > 0) f.push_back(fmt::format("q, k and v clipped to +-{}", c.clip_qkv));
+  if (c.moe) {
+    const model::MoeConfig& e = *c.moe;
+    const auto mixtures = std::count(e.layers.begin(), e.layers.end(), true);
+    f.push_back(fmt::format("{} experts of {}, {} per token{}{}, in {} of {} layers", e.num_experts,
+                            e.intermediate_size, e.top_k, e.norm_topk_prob ? " (weights renormalised)" : "",
+                            e.shared_expert_intermediate_size > 0
+                                ? fmt::format(", a shared expert of {}", e.shared_expert_intermediate_size)
+                                : "",
+                            mixtures, c.num_layers));
+  }
   return f;
 }
 
@@ -65,7 +77,7 @@ int run_inspect(const InspectArgs& a) {
   int64_t linear_params = 0, linear_zeros = 0;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     int64_t block_params = 0, block_zeros = 0;
-    for (const std::string& l : m.linear_names()) {
+    for (const std::string& l : m.linear_names(b)) {
       const std::string name = m.weight_name(b, l);
       const at::Tensor w = m.tensor(name);
       const int64_t zeros = w.numel() - w.count_nonzero().item<int64_t>();
@@ -106,6 +118,16 @@ int run_inspect(const InspectArgs& a) {
                      {"blocks", blocks},
                      {"linears", linears}};
   if (c.rope_scaling) doc["rope_scaling"] = {{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
+  if (c.moe) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (c.is_moe_layer(i)) layers.push_back(i);
+    doc["experts"] = {{"num_experts", c.moe->num_experts},
+                      {"per_token", c.moe->top_k},
+                      {"intermediate_size", c.moe->intermediate_size},
+                      {"shared_expert_intermediate_size", c.moe->shared_expert_intermediate_size},
+                      {"layers", layers}};
+  }
   if (a.common.json) {
     print_json(doc);
     return 0;

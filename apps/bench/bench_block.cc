@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     // (causal: (seqlen + 1) / 2 on average), and per distinct linear input a syrk (tokens * in^2).
     double linear = 0;
     double last_linear = 0;  // the statistics pass skips the last linear's product (CausalLM::observe_block)
-    for (const auto& name : m.linear_names()) {
+    for (const auto& name : m.linear_names(block)) {
       last_linear = 2.0 * tokens * static_cast<double>(m.tensor(m.weight_name(block, name)).numel());
       linear += last_linear;
     }
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
       probe.end_forward();
       // Linears that share an input share one accumulator: one syrk each.
       std::map<const alps::pipeline::LayerStats*, int64_t> distinct;
-      for (const auto& name : m.linear_names()) distinct[&probe.at(name)] = probe.at(name).gram().size(0);
+      for (const auto& name : m.linear_names(block)) distinct[&probe.at(name)] = probe.at(name).gram().size(0);
       for (const auto& [stats, in] : distinct) gram += tokens * static_cast<double>(in) * in;
     }
 

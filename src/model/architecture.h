@@ -40,6 +40,8 @@ struct Placement {
   /// The caller reads the linears' inputs (through the observer) and not the block's output: the forward may end
   /// once the last linear's input is observed, without its product, and return an undefined tensor.
   bool inputs_only = false;
+  /// With an observer: a mixture of experts shows every token to every expert (MoeObservation::all_experts).
+  bool all_experts = false;
   int64_t sequence_length(int64_t T) const { return length > 0 ? length : past + T; }
 };
 
@@ -51,8 +53,8 @@ class Architecture {
   virtual ~Architecture() = default;
   /// Every tensor the checkpoint must (or may) contain.
   virtual std::vector<TensorSpec> tensor_specs() const = 0;
-  /// Prunable linears of a block, in execution order.
-  virtual std::vector<std::string> linear_names() const = 0;
+  /// Prunable linears of block i, in execution order.
+  virtual std::vector<std::string> linear_names(int64_t block) const = 0;
   /// "model.layers.3." / "model.decoder.layers.3.".
   virtual std::string block_prefix(int64_t i) const = 0;
   /// Names the embedding stage and the head read (made resident by load_all).

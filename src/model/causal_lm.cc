@@ -113,7 +113,7 @@ int64_t CausalLM::attention_scores_bytes(int64_t batch, int64_t seqlen, c10::Sca
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   return scores * (dtype == c10::kFloat || dtype == c10::kDouble ? element : 2 * element + 4);
 }
-std::vector<std::string> CausalLM::linear_names() const { return state_->arch->linear_names(); }
+std::vector<std::string> CausalLM::linear_names(int64_t block) const { return state_->arch->linear_names(block); }
 
 std::string CausalLM::weight_name(int64_t block, const std::string& linear) const {
   ALPS_CHECK(block >= 0 && block < num_blocks(), "block index ", block, " out of range [0, ", num_blocks(), ")");
@@ -183,9 +183,11 @@ at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const Li
   return run_block(i, hidden, observer, Placement{});
 }
 
-void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer) const {
+void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer,
+                             ExpertInputs experts) const {
   Placement at;
   at.inputs_only = true;
+  at.all_experts = experts == ExpertInputs::all;
   run_block(i, hidden, &observer, at);
 }
 

@@ -105,6 +105,10 @@ int64_t ModelConfig::window_of_layer(int64_t i) const {
   return i >= 0 && i < static_cast<int64_t>(sliding_window.size()) ? sliding_window[static_cast<size_t>(i)] : 0;
 }
 
+bool ModelConfig::is_moe_layer(int64_t i) const {
+  return moe && i >= 0 && i < static_cast<int64_t>(moe->layers.size()) && moe->layers[static_cast<size_t>(i)];
+}
+
 std::optional<int64_t> read_token_id(const ConfigReader& r, const char* key) {
   auto it = r.raw().find(key);
   if (it == r.raw().end() || it->is_null() || (it->is_array() && it->empty())) return std::nullopt;

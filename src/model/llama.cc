@@ -1,8 +1,9 @@
 // The forward of LLaMA and its descendants, following transformers' modeling_llama and the modeling files that
 // derive from it: RMSNorm, RoPE (rotate_half convention; rope.h), grouped-query attention, a gated MLP, tied or
-// untied lm_head. Mistral, Qwen2 and 3, OLMo 2 and Gemma 2 and 3 run this forward too: their differences are
-// ModelConfig values (sliding windows, biases, QK-norm, norm placement and scaling, soft-capping, GeGLU, embedding
-// scale, RoPE per layer type) set by their own config readers.
+// untied lm_head. Mistral, Qwen2 and 3, OLMo 2, Gemma 2 and 3, Phi-3 and the mixtures of experts (Mixtral, Qwen2-MoE,
+// Qwen3-MoE, OLMoE: moe.h) run this forward too: their differences are ModelConfig values (sliding windows, biases,
+// QK-norm, norm placement and scaling, soft-capping, GeGLU, embedding scale, RoPE per layer type, expert MLPs) set
+// by their own config readers.
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "alps/core/error.h"
 #include "model/architecture.h"
 #include "model/config_reader.h"
+#include "model/moe.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
 #include "model/rotary.h"
@@ -27,7 +29,9 @@ class Llama final : public Architecture {
       : c_(c),
         rope_(RopeParameters{c.rope_theta, c.rope_scaling, c.partial_rotary_factor}, c.rotary_dim(), c.max_positions),
         sliding_rope_(RopeParameters{c.sliding_rope_theta.value_or(c.rope_theta), std::nullopt, 1.0}, c.rotary_dim(),
-                      c.max_positions) {}
+                      c.max_positions) {
+    if (c_.moe) moe_names_.emplace(*c_.moe);
+  }
 
   std::vector<TensorSpec> tensor_specs() const override {
     const int64_t h = c_.hidden_size, f = c_.intermediate_size, d = c_.head_dim;
@@ -55,6 +59,10 @@ class Llama final : public Architecture {
           linear(name, out, h, qkv_bias);
       }
       linear("self_attn.o_proj", h, q, c_.attention_bias);
+      if (c_.is_moe_layer(i)) {
+        for (TensorSpec& t : moe_names_->specs(p, h)) s.push_back(std::move(t));
+        continue;
+      }
       if (c_.fused_projections) {
         linear("mlp.gate_up_proj", 2 * f, h, c_.mlp_bias);
       } else {
@@ -66,10 +74,20 @@ class Llama final : public Architecture {
     return s;
   }
 
-  std::vector<std::string> linear_names() const override {
-    if (c_.fused_projections) return {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"};
-    return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-            "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  std::vector<std::string> linear_names(int64_t block) const override {
+    std::vector<std::string> names =
+        c_.fused_projections
+            ? std::vector<std::string>{"self_attn.qkv_proj", "self_attn.o_proj"}
+            : std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"};
+    std::vector<std::string> mlp;
+    if (c_.is_moe_layer(block))
+      mlp = moe_names_->linears();
+    else if (c_.fused_projections)
+      mlp = {"mlp.gate_up_proj", "mlp.down_proj"};
+    else
+      mlp = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    names.insert(names.end(), mlp.begin(), mlp.end());
+    return names;
   }
   std::string block_prefix(int64_t i) const override { return model_ + "layers." + std::to_string(i) + "."; }
   std::vector<std::string> non_block_tensors() const override {
@@ -124,6 +142,11 @@ class Llama final : public Architecture {
       q = norm(q, "self_attn.q_norm");
       k = norm(k, "self_attn.k_norm");
     }
+    if (c_.clip_qkv > 0) {
+      q = q.clamp(-c_.clip_qkv, c_.clip_qkv);
+      k = k.clamp(-c_.clip_qkv, c_.clip_qkv);
+      v = v.clamp(-c_.clip_qkv, c_.clip_qkv);
+    }
     q = q.view({B, T, H, D});
     k = k.view({B, T, KV, D});
     if (c_.qk_norm == QkNorm::per_head) {
@@ -155,19 +178,28 @@ class Llama final : public Architecture {
         h = norm(out, "pre_feedforward_layernorm");
         break;
     }
-    at::Tensor m;
-    if (c_.fused_projections) {  // gate | up
-      const at::Tensor gu = lin("mlp.gate_up_proj", h, c_.mlp_bias);
-      const int64_t f = c_.intermediate_size;
-      m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
+    at::Tensor d;
+    if (c_.is_moe_layer(i)) {
+      MoeIo io{[&](const std::string& name) { return w(p + name + ".weight"); }, nullptr,
+               [&](at::Tensor g) { return activation_(std::move(g)); }};
+      if (observer != nullptr) io.observe = *observer;
+      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only});
+      if (at.inputs_only) return {};
     } else {
-      m = activation_(lin("mlp.gate_proj", h, c_.mlp_bias)).mul_(lin("mlp.up_proj", h, c_.mlp_bias));
+      at::Tensor m;
+      if (c_.fused_projections) {  // gate | up
+        const at::Tensor gu = lin("mlp.gate_up_proj", h, c_.mlp_bias);
+        const int64_t f = c_.intermediate_size;
+        m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
+      } else {
+        m = activation_(lin("mlp.gate_proj", h, c_.mlp_bias)).mul_(lin("mlp.up_proj", h, c_.mlp_bias));
+      }
+      if (at.inputs_only) {
+        observe("mlp.down_proj", m);
+        return {};
+      }
+      d = lin("mlp.down_proj", m, c_.mlp_bias);
     }
-    if (at.inputs_only) {
-      observe("mlp.down_proj", m);
-      return {};
-    }
-    const at::Tensor d = lin("mlp.down_proj", m, c_.mlp_bias);
     return out + (post ? norm(d, "post_feedforward_layernorm") : d);
   }
 
@@ -213,8 +245,9 @@ class Llama final : public Architecture {
   ModelConfig c_;
   // The decoder's tensors ("model." or, inside a multimodal checkpoint, "language_model.model.") and the head's.
   std::string model_ = c_.language_model_prefix + "model.", lm_head_ = c_.language_model_prefix + "lm_head.weight";
-  RopeTables rope_;          ///< every layer's, or the full-attention layers' where sliding ones differ
-  RopeTables sliding_rope_;  ///< the sliding layers' where c_.sliding_rope_theta is set
+  RopeTables rope_;                    ///< every layer's, or the full-attention layers' where sliding ones differ
+  RopeTables sliding_rope_;            ///< the sliding layers' where c_.sliding_rope_theta is set
+  std::optional<MoeNames> moe_names_;  ///< the mixture layers' tensor names
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ void LayerStats::add(const at::Tensor& x) {
     // [sequences, in]
     const at::Tensor sequence_sums = X.reshape({-1, L, in}).sum(1, /*keepdim=*/false, sum_dtype).to(at::kDouble);
     sequence_sq_.add_(sequence_sums.pow(2).sum(0) / static_cast<double>(L));
+    S_ += sequence_sums.size(0);
   }
   T_ += X.size(0);
 }
@@ -58,15 +59,16 @@ void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& wha
   group.reduce_sum(G_, owner, what);
   group.reduce_sum(sum_, owner, what);
   group.reduce_sum(sequence_sq_, owner, what);
-  at::Tensor T = at::full({1}, T_, at::kLong);
-  group.reduce_sum(T, owner, what);
+  at::Tensor counts = at::tensor({T_, S_}, at::kLong);
+  group.reduce_sum(counts, owner, what);
   if (group.rank() == owner) {
-    T_ = T.item<int64_t>();
+    T_ = counts[0].item<int64_t>();
+    S_ = counts[1].item<int64_t>();
     upper_stale_ = true;
   } else {
     G_ = at::Tensor();
     sum_ = sequence_sq_ = at::Tensor();
-    T_ = 0;
+    T_ = S_ = 0;
   }
 }
 
@@ -80,9 +82,10 @@ void LayerStats::share_among(dist::Group& members, const std::string& what) {
   members.broadcast(G_, 0, what);  // the lower triangle holds the sum; the upper is mirrored when read
   members.broadcast(sum_, 0, what);
   members.broadcast(sequence_sq_, 0, what);
-  at::Tensor T = at::full({1}, T_, at::kLong);
-  members.broadcast(T, 0, what);
-  T_ = T.item<int64_t>();
+  at::Tensor counts = at::tensor({T_, S_}, at::kLong);
+  members.broadcast(counts, 0, what);
+  T_ = counts[0].item<int64_t>();
+  S_ = counts[1].item<int64_t>();
   upper_stale_ = true;
 }
 
@@ -99,8 +102,10 @@ BlockStats::BlockStats(c10::Device device, c10::ScalarType dtype) : device_(devi
 void BlockStats::observe(const std::string& linear, const at::Tensor& input) {
   // Holding the previous input keeps its memory alive, so an equal data pointer really is the same activations
   // (not a freed buffer the allocator handed out again).
+  // Empty inputs (an expert no token chose) all point nowhere: only the very tensor is the same one.
   const bool same_input = last_input_.defined() && input.data_ptr() == last_input_.data_ptr() &&
-                          input.sizes() == last_input_.sizes();
+                          input.sizes() == last_input_.sizes() &&
+                          (input.numel() > 0 || input.unsafeGetTensorImpl() == last_input_.unsafeGetTensorImpl());
   auto it = group_of_.find(linear);
   if (it == group_of_.end()) {
     if (!same_input) {

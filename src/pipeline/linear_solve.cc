@@ -18,6 +18,7 @@
 #include "alps/pipeline/run_plan.h"
 #include "alps/pipeline/run_state.h"
 #include "alps/pipeline/schedule.h"
+#include "alps/prune/method.h"
 #include "alps/prune/problem.h"
 #include "alps/prune/row_split.h"
 #include "alps/prune/shared_factors.h"
@@ -39,11 +40,17 @@ prune::LayerProblem problem_for(const LayerJob& job, const at::Tensor& W0, const
   problem.G = s->gram().to(settings.device, at::kFloat);
   problem.mean = s->mean().to(settings.device);
   problem.tokens = s->tokens();
-  problem.sequences = settings.sequences;
+  problem.sequences = s->sequences();
   problem.sequence_mean_sq = s->sequence_mean_sq().to(settings.device);
   problem.shared = s->shared_factors();
   problem.gram_checked = problem.shared->gram_checked;
   return problem;
+}
+
+// What prunes an expert that no calibration token reached.
+const prune::Method& magnitude() {
+  static const std::unique_ptr<prune::Method> m = prune::make_method("magnitude", nlohmann::json::object());
+  return *m;
 }
 
 void fill_report(report::LayerReport& lr, const prune::LayerResult& res, const LayerJob& job,
@@ -100,7 +107,11 @@ Outcome solve_linear(int64_t b, const LayerJob& job, const std::string& linear, 
                         settings.replace_dumps ? io::ExistingFile::kReplace : io::ExistingFile::kKeep);
   const auto [first, end] = split ? dist::share_of(W0.size(0), split->part, split->parts)
                                   : std::pair<int64_t, int64_t>{0, W0.size(0)};
-  prune::LayerProblem problem = problem_for(job, W0.slice(0, first, end), stats, settings);
+  // An expert no calibration token was routed to has no statistics to weigh its weights by: its weights alone
+  // decide, by magnitude at its pattern, and no refit (docs/moe.md).
+  const bool unreached = job.needs_statistics() && stats != nullptr && stats->tokens() == 0;
+  LayerStats* const used = unreached ? nullptr : stats;
+  prune::LayerProblem problem = problem_for(job, W0.slice(0, first, end), used, settings);
   problem.split = split;
   const double problem_seconds = seconds_since(p0);
   phases.set_step(fmt::format("solving block {}/{} {} ({}x{})", b + 1, blocks, linear, W0.size(0), W0.size(1)));
@@ -108,12 +119,19 @@ Outcome solve_linear(int64_t b, const LayerJob& job, const std::string& linear, 
     prune::PcgOptions pcg;
     pcg.iterations = settings.refine_iterations;
     const auto s0 = std::chrono::steady_clock::now();
-    const prune::LayerResult res = stats != nullptr
-                                       ? prune::solve_layer(*job.solver, problem, *job.pattern, job.refine, pcg)
-                                       : prune::solve_layer_without_statistics(*job.solver, problem, *job.pattern);
+    const prune::LayerResult res =
+        used != nullptr
+            ? prune::solve_layer(*job.solver, problem, *job.pattern, job.refine, pcg)
+            : prune::solve_layer_without_statistics(unreached ? magnitude() : *job.solver, problem, *job.pattern);
     const double solve_seconds = seconds_since(s0);
-    if (stats != nullptr) stats->shared_factors()->gram_checked = true;
+    if (used != nullptr) used->shared_factors()->gram_checked = true;
     fill_report(lr, res, job, split.get());
+    if (stats != nullptr) lr.stats["tokens"] = stats->tokens();
+    if (unreached) {
+      lr.method = "magnitude";
+      lr.refine = prune::refine_name(prune::Refine::kNone);
+      lr.stats["rule"] = "no calibration token was routed to this expert: pruned by magnitude";
+    }
     const auto w0 = std::chrono::steady_clock::now();
     o.W = to_host(res.W, W0.scalar_type());  // on this solve's stream, beside the other solves
     spdlog::debug("{}: problem {:.3f} s, solve_layer {:.3f} s (method {:.3f} s), weight to the host {:.3f} s",
@@ -129,7 +147,7 @@ std::vector<Outcome> solve_block(int64_t b, const Schedule& s, const std::vector
                                  const std::vector<LayerStats*>& inputs, const model::CausalLM& m,
                                  const SplitOf& split_of, const SolveSettings& settings, Phases& phases) {
   const auto phase = phases.enter("solve", fmt::format("solving block {}/{}", b + 1, settings.blocks_total));
-  const std::vector<std::string> linears = m.linear_names();
+  const std::vector<std::string> linears = m.linear_names(b);
   std::vector<Outcome> outcomes(jobs.size());
   for (size_t li = 0; li < jobs.size(); ++li) outcomes[li] = {jobs[li].weight, linears[li], {}, {}};
   std::atomic<bool> failed{false};

@@ -52,15 +52,22 @@ json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t wind
     while (block < activations) block *= 2;
     activations = block;
   }
+  // The largest block's (a mixture's blocks hold every expert's linears and their statistics; a model may mix
+  // mixture and dense blocks).
   int64_t block_weights = 0;
   int64_t stats = 0;
   int64_t max_in = 0, max_weight = 0;
-  for (const auto& linear : m.linear_names()) {
-    const auto w = m.tensor(m.weight_name(0, linear));
-    block_weights += w.numel() * act;
-    if (plan.needs_calibration) stats += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);
-    max_in = std::max(max_in, w.size(1));
-    max_weight = std::max(max_weight, w.numel());
+  for (int64_t b = 0; b < m.num_blocks(); ++b) {
+    int64_t weights_b = 0, stats_b = 0;
+    for (const auto& linear : m.linear_names(b)) {
+      const auto w = m.tensor(m.weight_name(b, linear));
+      weights_b += w.numel() * act;
+      if (plan.needs_calibration) stats_b += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);
+      max_in = std::max(max_in, w.size(1));
+      max_weight = std::max(max_weight, w.numel());
+    }
+    block_weights = std::max(block_weights, weights_b);
+    stats = std::max(stats, stats_b);
   }
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates;
   // a method that reads only the weights, a few fp32 copies of the largest one (its magnitudes, its mask).

@@ -93,6 +93,10 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"seqlen", true, "--seqlen", "Tokens per calibration window (0: min(2048, the model's positions))",
                  &Recipe::seqlen, {}, 2, true});
     k.push_back({"seed", true, "--seed", "Calibration sampling seed", &Recipe::seed});
+    k.push_back({"experts", true, "--moe-calibration",
+                 "Mixtures of experts: each expert's statistics from the tokens routed to it (routed) or from every "
+                 "token, the block's output still routed (all)",
+                 &Recipe::moe_calibration, {"routed", "all"}});
     k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device, {},
                  std::nullopt, false, device_name_problem});
     k.push_back({"dtype", false, "--dtype",

@@ -24,14 +24,14 @@ std::string strip_weight(const std::string& name) {
 // --dtype auto: on a GPU the model computes in its checkpoint's half precision (as transformers runs it there, and
 // the matrix units' rate); an fp32 checkpoint, and every CPU run, in fp32.
 c10::ScalarType automatic_dtype(const model::CausalLM& m, const c10::Device& device) {
-  const auto stored = m.tensor(m.weight_name(0, m.linear_names().front())).scalar_type();
+  const auto stored = m.tensor(m.weight_name(0, m.linear_names(0).front())).scalar_type();
   return device.is_cuda() && (stored == c10::kHalf || stored == c10::kBFloat16) ? stored : c10::kFloat;
 }
 
 std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
   std::vector<std::string> names;
   for (int64_t b = 0; b < m.num_blocks(); ++b)
-    for (const auto& linear : m.linear_names()) names.push_back(strip_weight(m.weight_name(b, linear)));
+    for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
   return names;
 }
 
@@ -43,6 +43,7 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   dtype = r.dtype == "auto" ? automatic_dtype(m, device) : parse_dtype(r.dtype);
   stats_dtype = parse_dtype(r.stats_dtype);
   stats_on_host = r.stats_device == "cpu";
+  expert_inputs = r.moe_calibration == "all" ? model::ExpertInputs::all : model::ExpertInputs::routed;
   stats_device = stats_on_host ? c10::Device(c10::kCPU) : device;
   ALPS_CHECK(device.is_cuda() || dtype == c10::kFloat || dtype == c10::kDouble, "--dtype ", r.dtype,
              " needs a CUDA device; use fp32 on the CPU");
@@ -76,7 +77,7 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   }
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     std::vector<LayerJob> jobs;
-    for (const auto& linear : m.linear_names()) {
+    for (const auto& linear : m.linear_names(b)) {
       jobs.push_back(make_job(m, r, m.weight_name(b, linear)));
       needs_calibration = needs_calibration || jobs.back().needs_statistics();
     }

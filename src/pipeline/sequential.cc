@@ -48,7 +48,7 @@ class PruneRun {
         activations_(m, plan, exchange.windows(plan.needs_calibration ? r_.nsamples : 0), r_.batch_size,
                      state_.phases),
         profile_(plan, m, r_.pattern ? &*r_.pattern : nullptr),
-        settings_{plan.device, m.num_blocks(), r_.nsamples, r_.refine_iterations, job.dump_problems, job.resume},
+        settings_{plan.device, m.num_blocks(), r_.refine_iterations, job.dump_problems, job.resume},
         world_(exchange.world(static_cast<int>(plan.solve_streams), plan.split_rule)) {
     m_.set_compute(plan_.device, plan_.dtype);
     state_.blocks_total = m_.num_blocks();
@@ -106,7 +106,7 @@ class PruneRun {
       m_.load_block(b);
       BlockStats stats = activations_.observe(b);
       const std::vector<LayerJob> jobs = profile_.jobs(b);
-      const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names());
+      const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
       exchange_.reduce(schedule, inputs, block);
       std::vector<Outcome> outcomes = solve_block(

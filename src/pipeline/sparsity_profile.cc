@@ -40,7 +40,7 @@ void SparsityProfile::measure(model::CausalLM& m, const Activations& inputs, int
       if (!fresh) it->second.add_(s);
     });
     std::vector<at::Tensor> scores;
-    for (const auto& linear : m.linear_names()) {
+    for (const auto& linear : m.linear_names(b)) {
       exchange.sum(sum_sq.at(linear), step);  // over every rank's windows, the same sums on all
       scores.push_back(prune::wanda_score(m.tensor(m.weight_name(b, linear)).to(plan_.device), sum_sq.at(linear),
                                           static_cast<double>(windows)));

@@ -134,8 +134,15 @@ struct Tally {
   int64_t zeros = 0, total = 0, pruned = 0, skipped = 0;
   double solve = 0;
   std::map<std::string, Kind> by_kind;
-  std::map<std::string, int> uses;  // "method pattern" -> layers
+  std::map<std::string, int> uses;               // "method pattern" -> layers
+  std::map<std::string, int64_t> expert_tokens;  // "model.layers.3.mlp.experts.17" -> the tokens routed to it
 };
+
+// An expert's linear ("...mlp.experts.17.gate_proj"): where its index sits in the name, or npos.
+size_t expert_index_at(const std::string& name) {
+  const size_t at = name.find(".experts.");
+  return at == std::string::npos ? at : at + 9;
+}
 
 Tally tally(const RunReport& r) {
   Tally t;
@@ -152,7 +159,15 @@ Tally tally(const RunReport& r) {
     t.zeros += z;
     t.solve += l.seconds + l.refine_seconds;
     const auto dot = l.name.find('.', l.name.find("layers.") + 7);
-    Kind& k = t.by_kind[dot == std::string::npos ? l.name : l.name.substr(dot + 1)];
+    std::string kind = dot == std::string::npos ? l.name : l.name.substr(dot + 1);
+    // The experts of a mixture are one kind each of gate, up and down, whatever their index.
+    if (const size_t e = expert_index_at(kind); e != std::string::npos) {
+      const size_t end = kind.find('.', e);
+      kind.replace(e, end - e, "*");
+      if (const auto tokens = l.stats.find("tokens"); tokens != l.stats.end() && tokens->is_number_integer())
+        t.expert_tokens.emplace(l.name.substr(0, expert_index_at(l.name) + (end - e)), tokens->get<int64_t>());
+    }
+    Kind& k = t.by_kind[kind];
     if (const auto e = l.rel_error_refined ? l.rel_error_refined : l.rel_error) {
       k.error += *e;
       ++k.measured;
@@ -205,6 +220,18 @@ std::string kind_table(const Tally& t) {
     out += fmt::format("{:<24} {:>6} {:>8.2f}% {:>15} {:>10.1f}\n", kind, k.count, percent(k.zeros, k.total),
                        k.measured > 0 ? fmt::format("{:.4e}", k.error / k.measured) : "not measured", k.seconds);
   return out;
+}
+
+// How many calibration tokens the experts of a mixture saw; empty for a dense model.
+std::string expert_line(const Tally& t) {
+  if (t.expert_tokens.empty()) return "";
+  std::vector<int64_t> tokens;
+  for (const auto& [expert, n] : t.expert_tokens) tokens.push_back(n);
+  std::sort(tokens.begin(), tokens.end());
+  const auto none = std::count(tokens.begin(), tokens.end(), 0);
+  return fmt::format("\nexperts: {} saw {} / {} / {} calibration tokens (min / median / max){}\n", tokens.size(),
+                     tokens.front(), tokens[tokens.size() / 2], tokens.back(),
+                     none > 0 ? fmt::format("; {} saw none and were pruned by magnitude", none) : "");
 }
 
 // A sparsity profile's targets per block beside what the layers of each block reached; empty without a profile.
@@ -285,7 +312,8 @@ std::string eval_table(const RunReport& r) {
 
 std::string summary_text(const RunReport& r) {
   const Tally t = tally(r);
-  return description(r, t) + "\n" + kind_table(t) + profile_table(r) + phase_table(r, t.solve) + eval_table(r);
+  return description(r, t) + "\n" + kind_table(t) + expert_line(t) + profile_table(r) + phase_table(r, t.solve) +
+         eval_table(r);
 }
 
 }  // namespace alps::report

@@ -25,8 +25,8 @@ using nlohmann::json;
 TEST(Architectures, TableListsEverySupportedArchitecture) {
   EXPECT_EQ(supported_architectures(),
             "Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, LlamaForCausalLM, "
-            "MistralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
-            "Qwen3ForCausalLM");
+            "MistralForCausalLM, MixtralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, "
+            "Phi3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM");
 }
 
 TEST(Architectures, ModelTypeSelectsTheArchitectureWhenArchitecturesIsAbsent) {
@@ -40,6 +40,10 @@ TEST(Architectures, ModelTypeSelectsTheArchitectureWhenArchitecturesIsAbsent) {
                             {"gemma2_softcap", "Gemma2ForCausalLM"},
                             {"gemma3_local_global", "Gemma3ForCausalLM"},
                             {"phi3_longrope", "Phi3ForCausalLM"},
+                            {"qwen3_moe_routed", "Qwen3MoeForCausalLM"},
+                            {"qwen2_moe_shared", "Qwen2MoeForCausalLM"},
+                            {"mixtral_top2", "MixtralForCausalLM"},
+                            {"olmoe_clip", "OlmoeForCausalLM"},
                             {"gemma3_multimodal", "Gemma3ForConditionalGeneration"}}) {
     const fs::path dir = copy_fixture(name, tmp);
     edit_config(dir, [](json& j) { j.erase("architectures"); });
@@ -50,19 +54,19 @@ TEST(Architectures, ModelTypeSelectsTheArchitectureWhenArchitecturesIsAbsent) {
 TEST(Architectures, UnknownArchitectureOrModelTypeNamesFileFieldAndTheSupportedOnes) {
   test::TempDir tmp;
   const fs::path dir = copy_fixture("qwen2_linear", tmp);
-  edit_config(dir, [](json& j) { j["architectures"] = {"MixtralForCausalLM"}; });
+  edit_config(dir, [](json& j) { j["architectures"] = {"DeepseekV3ForCausalLM"}; });
   std::string msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(
-      msg.find((dir / "config.json").string() + ": unknown architecture 'MixtralForCausalLM' in field "
+      msg.find((dir / "config.json").string() + ": unknown architecture 'DeepseekV3ForCausalLM' in field "
                                                 "'architectures' (supported: Gemma2ForCausalLM, Gemma3ForCausalLM"),
       std::string::npos)
       << msg;
   edit_config(dir, [](json& j) {
     j.erase("architectures");
-    j["model_type"] = "mixtral";
+    j["model_type"] = "deepseek_v3";
   });
   msg = test::error_message([&] { CausalLM::load(dir); });
-  EXPECT_NE(msg.find("no 'architectures' and unknown model_type 'mixtral'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no 'architectures' and unknown model_type 'deepseek_v3'"), std::string::npos) << msg;
   edit_config(dir, [](json& j) { j["architectures"] = {42}; });
   msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find("field 'architectures' must list names"), std::string::npos) << msg;

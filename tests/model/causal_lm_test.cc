@@ -183,7 +183,7 @@ TEST(CausalLM, ObserverSeesEveryLinearInputInOrder) {
     };
     at::Tensor h = m.embed(ids);
     at::Tensor out = m.block_forward(1, h, &obs);
-    ASSERT_EQ(seen, m.linear_names()) << name;
+    ASSERT_EQ(seen, m.linear_names(1)) << name;
     // q, k and v read the same normed input; every input is [batch, seq, in] with the weight's `in`.
     EXPECT_TRUE(inputs[0].equal(inputs[1]) && inputs[0].equal(inputs[2])) << name;
     for (size_t j = 0; j < seen.size(); ++j) {
@@ -324,8 +324,9 @@ TEST(CausalLM, PackedSequencesRefuseATokenHiddenFromItself) {
 
 TEST(CausalLM, GoldenLogits_CUDA) {
   // Gemma 2's soft-capped attention takes batched steps where the others take the fused kernel.
-  for (const char* name : {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap",
-                           "gemma3_local_global", "gemma3_multimodal", "phi3_longrope"}) {
+  for (const char* name :
+       {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap", "gemma3_local_global",
+        "gemma3_multimodal", "phi3_longrope", "qwen3_moe_routed", "qwen2_moe_shared", "mixtral_top2", "olmoe_clip"}) {
     CausalLM m = CausalLM::load(fixture(name));
     io::SafetensorsFile golden(fixture(std::string(name) + ".golden.safetensors"));
     m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);

@@ -74,7 +74,7 @@ TEST(Families, ConfigsReadAsTheirConfigClasses) {
   EXPECT_EQ(phi3.rope_scaling->short_factor, (std::vector<double>{1.0, 1.3, 2.1, 3.7}));
   EXPECT_EQ(phi3.rope_scaling->long_factor, (std::vector<double>{1.1, 2.5, 5.0, 9.0}));
   EXPECT_DOUBLE_EQ(phi3.rope_scaling->attention_factor, std::sqrt(1 + std::log(4.0) / std::log(16.0)));
-  EXPECT_EQ(CausalLM::load(fixture("phi3_longrope")).linear_names(),
+  EXPECT_EQ(CausalLM::load(fixture("phi3_longrope")).linear_names(0),
             (std::vector<std::string>{"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"}));
 }
 

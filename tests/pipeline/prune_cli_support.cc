@@ -11,6 +11,14 @@ std::string calib() {
   return (test::committed_data_dir() / "text/tinystories/tinystories.train.first200.txt").string();
 }
 
+fs::path fixture_with_tokenizer(const std::string& fixture, const fs::path& dir) {
+  const fs::path out = dir / fixture;
+  fs::copy(test::source_dir() / "tests/data/model" / fixture, out);
+  for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+    fs::copy_file(model_dir() / f, out / f);
+  return out;
+}
+
 std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string> extra) {
   std::vector<std::string> a = {"prune",      "--model", model_dir().string(), "--out", out.string(), "--calib",
                                 calib(),      "--nsamples", "8",   "--seqlen", "128",      "--device", "cpu",

@@ -13,6 +13,10 @@ std::filesystem::path model_dir();
 // The committed TinyStories calibration text.
 std::string calib();
 
+// A copy under `dir` of the model fixture `fixture` (tests/data/model) with stories260K's tokenizer files beside it:
+// the fixtures of vocabulary 512 were sized for it.
+std::filesystem::path fixture_with_tokenizer(const std::string& fixture, const std::filesystem::path& dir);
+
 // `alps prune` of model_dir() into `out`, calibrated on 8 windows of 128 tokens of calib(), on the CPU, with the
 // report as JSON on stdout; `extra` follows. Tests edit the result by position: [2] is --model's, [6] is --calib's.
 std::vector<std::string> prune_args(const std::filesystem::path& out, std::vector<std::string> extra);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "alps/prune/problem.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "checkpoint_names.h"
+#include "prune_cli_support.h"
 #include "support.h"
 
 namespace alps {
@@ -30,14 +32,6 @@ using nlohmann::json;
 
 std::string calib() { return (test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
 
-// The fixture with stories260K's tokenizer files beside it.
-fs::path model_with_tokenizer(const std::string& fixture, const fs::path& dir) {
-  const fs::path out = dir / fixture;
-  fs::copy(test::source_dir() / "tests/data/model" / fixture, out);
-  for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
-    fs::copy_file(test::committed_data_dir() / "models/stories260K-hf" / f, out / f);
-  return out;
-}
 
 // Gram of the input of `linear` in block 0 over `ids`, from the dense model's own forward, in fp64.
 // The inputs of `linear` in block 0, [sequences, L, in] in fp64.
@@ -59,7 +53,7 @@ class PruneVariants : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   test::TempDir dir;
-  const fs::path model = model_with_tokenizer(GetParam(), dir.path());
+  const fs::path model = test_prune::fixture_with_tokenizer(GetParam(), dir.path());
   const fs::path out = dir / "pruned";
   const int64_t nsamples = 4, seqlen = 32;
   const auto r = test::run_cli({"prune",
@@ -87,14 +81,22 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json report = json::parse(r.out);
   const model::ModelConfig c = model::load_config(model / "config.json");
-  EXPECT_EQ(report["layers"].size(), static_cast<size_t>((c.fused_projections ? 4 : 7) * c.num_layers));
-
   const auto dense = model::CausalLM::load(model);
   const auto pruned = model::CausalLM::load(out);
+  // 4 or 7 per dense block; a mixture's: 4 for attention and 3 per expert (and for a shared one).
+  size_t linears = 0;
+  for (int64_t b = 0; b < c.num_layers; ++b)
+    linears += (c.fused_projections ? 2 : 4) +
+               (c.is_moe_layer(b)     ? 3 * (c.moe->num_experts + (c.moe->shared_expert_intermediate_size > 0))
+                : c.fused_projections ? 2
+                                      : 3);
+  EXPECT_EQ(report["layers"].size(), linears);
   EXPECT_EQ(test::slurp(out / "config.json"), test::slurp(model / "config.json"));
+  std::set<std::string> pruned_names;
   for (const auto& layer : report["layers"]) {
     const at::Tensor W = pruned.tensor(layer["name"].get<std::string>() + ".weight");
     EXPECT_EQ(W.eq(0).sum().item<int64_t>(), W.numel() / 2) << layer["name"];  // 128-column blocks, even sizes
+    pruned_names.insert(layer["name"].get<std::string>() + ".weight");
   }
   // Everything else, the q/k/v biases among them, is the input's, byte for byte.
   int64_t biases = 0;
@@ -102,7 +104,7 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
     // A multimodal checkpoint's vision tower has biases of its own; it is carried like every other tensor.
     const bool carried = name.rfind(c.language_model_prefix, 0) != 0;
     biases += !carried && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (carried || name.find("_proj.weight") == std::string::npos)
+    if (carried || pruned_names.count(name) == 0)  // the routers among them
       EXPECT_TRUE(pruned.tensor(name).equal(dense.tensor(name))) << name;
   }
   EXPECT_EQ(biases, c.num_layers * (c.qkv_bias ? 3 : c.attention_bias ? 4 : 0));
@@ -161,6 +163,7 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   // The newer families say what their block adds to LLaMA's; Qwen2 and Mistral add nothing of that kind.
   EXPECT_EQ(info["block_features"].empty(), GetParam() == "qwen2_linear" || GetParam() == "mistral_swa")
       << info["block_features"];
+  EXPECT_EQ(info.contains("experts"), c.moe.has_value());
 
   const auto g = test::run_cli({"generate", "--model", out.string(), "--prompt", "Once upon a time", "--max-tokens",
                                 "5", "--device", "cpu", "--json"});
@@ -174,13 +177,14 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PruneVariants,
                          ::testing::Values("qwen2_linear", "mistral_swa", "qwen3_qknorm", "olmo2_post",
                                            "gemma2_softcap", "gemma3_local_global", "gemma3_multimodal",
-                                           "phi3_longrope"));
+                                           "phi3_longrope", "qwen3_moe_routed", "qwen2_moe_shared", "mixtral_top2",
+                                           "olmoe_clip"));
 
 // Phi-3's fused projections are linears like any other for a recipe: a rule matching `*.qkv_proj` gives it its own
 // method and N:M pattern, a `skip` rule leaves one gate_up_proj dense, and OWL spreads the rest over the blocks.
 TEST(PruneVariantsFused, RecipeRulesNmAndOwlApplyToFusedProjections) {
   test::TempDir dir;
-  const fs::path model = model_with_tokenizer("phi3_longrope", dir.path());
+  const fs::path model = test_prune::fixture_with_tokenizer("phi3_longrope", dir.path());
   const fs::path recipe = dir / "recipe.json";
   std::ofstream(recipe) << R"({"method": "alps", "sparsity": 0.6, "sparsity_profile": "owl", "overrides": [
       {"match": "*.self_attn.qkv_proj", "method": "wanda", "pattern": "2:4"},

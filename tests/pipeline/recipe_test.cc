@@ -245,5 +245,30 @@ TEST(Recipe, SummaryNamesWhatTheLayersWerePrunedWith) {
       << report::summary_text(r);
 }
 
+// A mixture's experts are one layer kind per projection, and the summary says how many tokens they saw.
+TEST(Recipe, SummaryCountsTheExpertsTokens) {
+  report::RunReport r;
+  r.recipe = {{"method", "alps"}, {"pattern", "0.5"}};
+  r.blocks_done = r.blocks_total = 1;
+  for (int e = 0; e < 3; ++e)
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      report::LayerReport l;
+      l.name = "model.layers.0.mlp.experts." + std::to_string(e) + "." + proj;
+      l.shape = {4, 4};
+      l.method = e == 1 ? "magnitude" : "alps";
+      l.pattern = "0.5";
+      l.sparsity = 0.5;
+      l.stats["tokens"] = std::vector<int>{12, 0, 40}[static_cast<size_t>(e)];
+      r.layers.push_back(l);
+    }
+  const std::string s = report::summary_text(r);
+  EXPECT_NE(s.find("mlp.experts.*.gate_proj"), std::string::npos) << s;
+  EXPECT_EQ(s.find("mlp.experts.1."), std::string::npos) << s;
+  EXPECT_NE(s.find("experts: 3 saw 0 / 12 / 40 calibration tokens (min / median / max); 1 saw none and were pruned "
+                   "by magnitude"),
+            std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace alps::pipeline

@@ -240,8 +240,9 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   for (const char* command : {"prune", "eval", "inspect", "generate"}) {
     const auto h = run_cli({command, "--help"});
     EXPECT_NE(h.out.find("(Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, "
-                         "LlamaForCausalLM, MistralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, Phi3ForCausalLM, "
-                         "Qwen2ForCausalLM, Qwen3ForCausalLM)"),
+                         "LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, OPTForCausalLM, Olmo2ForCausalLM, "
+                         "OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+                         "Qwen3MoeForCausalLM)"),
               std::string::npos)
         << command << "\n" << h.out;
   }

@@ -46,9 +46,10 @@ class CausalLM {
   /// Bytes of attention scores a forward over [batch, seqlen] new positions holds at once where its attention runs
   /// in batched steps (a GPU; half precision adds the fp32 softmax and its cast back), for memory estimates.
   int64_t attention_scores_bytes(int64_t batch, int64_t seqlen, c10::ScalarType dtype) const;
-  /// Prunable linears of a block, short names in execution order (OPT: self_attn.{q,k,v,out}_proj, fc1, fc2;
-  /// LLaMA: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj).
-  std::vector<std::string> linear_names() const;
+  /// Prunable linears of block i, short names in execution order (OPT: self_attn.{q,k,v,out}_proj, fc1, fc2;
+  /// LLaMA: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj; a mixture of experts: each expert's
+  /// mlp.experts.{e}.{gate,up,down}_proj in place of the MLP's).
+  std::vector<std::string> linear_names(int64_t block) const;
   /// Checkpoint name of block i's linear weight, e.g. "model.layers.3.self_attn.q_proj.weight".
   std::string weight_name(int64_t block, const std::string& linear) const;
 
@@ -73,7 +74,8 @@ class CausalLM {
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
   /// Block i's forward for its linears' inputs only: `observer` sees each of them as in block_forward, and the
   /// block's output, which needs the last linear's product and is not wanted here, is not computed.
-  void observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer) const;
+  void observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer,
+                     ExpertInputs experts = ExpertInputs::routed) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
   /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its

@@ -41,6 +41,36 @@ enum class NormScale {
   one_plus_weight,  ///< times (1 + w) in fp32, then cast back (Gemma)
 };
 
+/// How a mixture-of-experts layer names its tensors within the block.
+enum class ExpertNaming {
+  qwen,     ///< router mlp.gate, experts mlp.experts.{e}.{gate,up,down}_proj (Qwen2-MoE, Qwen3-MoE, OLMoE)
+  mixtral,  ///< router block_sparse_moe.gate, experts block_sparse_moe.experts.{e}.{w1,w3,w2} (gate, up, down)
+};
+
+/// A mixture-of-experts MLP: a router picks each token's top_k of num_experts gated MLPs (softmax over all of them in
+/// fp32, then top-k) and sums their outputs weighted by the routing weights.
+struct MoeConfig {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;              ///< experts per token (num_experts_per_tok)
+  int64_t intermediate_size = 0;  ///< each expert's
+  bool norm_topk_prob = false;    ///< the top_k weights divided by their sum (Mixtral always; the others by config)
+  /// The weights multiply the experts' outputs in fp32 and the product rounds to the compute dtype (Mixtral); the
+  /// others round the weights first.
+  bool weights_fp32 = false;
+  /// Qwen2-MoE's shared expert: a gated MLP every token passes, scaled by sigmoid(shared_expert_gate x); 0: none.
+  int64_t shared_expert_intermediate_size = 0;
+  ExpertNaming naming = ExpertNaming::qwen;
+  /// Per layer: whether its MLP is the mixture (decoder_sparse_step, mlp_only_layers); the others hold a dense MLP of
+  /// ModelConfig::intermediate_size.
+  std::vector<bool> layers;
+};
+
+/// Which tokens a mixture of experts shows each expert's linears while observed.
+enum class ExpertInputs {
+  routed,  ///< the tokens the router sends it (what the expert computes on)
+  all,     ///< every token (the block's output is still the routed one)
+};
+
 struct ModelConfig {
   std::string architecture;  ///< config.json "architectures"[0], e.g. "LlamaForCausalLM", "OPTForCausalLM"
   int64_t hidden_size = 0;
@@ -81,6 +111,8 @@ struct ModelConfig {
   double attention_scale = 0;     ///< multiplies q k^T; 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
   double attention_softcap = 0;   ///< > 0: attention scores s -> cap * tanh(s / cap) before the mask (Gemma 2)
   double logit_softcap = 0;       ///< > 0: the same on the final logits (Gemma 2)
+  double clip_qkv = 0;            ///< > 0: q, k and v clamped to [-clip, clip] after their norms (OLMoE)
+  std::optional<MoeConfig> moe;   ///< mixture-of-experts MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE)
   // OPT
   bool do_layer_norm_before = true;
   int64_t word_embed_proj_dim = 0;  ///< project_in/out exist when != hidden_size
@@ -102,6 +134,8 @@ struct ModelConfig {
   int64_t window_of_layer(int64_t i) const;
   /// The dimensions of a head that RoPE rotates: int(head_dim * partial_rotary_factor).
   int64_t rotary_dim() const;
+  /// Whether layer i's MLP is a mixture of experts.
+  bool is_moe_layer(int64_t i) const;
 };
 
 /// The dimensions of a head of `head_dim` that RoPE rotates with `partial_rotary_factor`: int(head_dim * factor),

@@ -31,6 +31,9 @@ class LayerStats {
   /// it is the token-weighted mean of the variances within the sequences.
   at::Tensor sequence_mean_sq() const;
   int64_t tokens() const { return T_; }
+  /// The calibration sequences behind them: the slices add() was given (the tokens an expert was routed in one
+  /// forward count as one).
+  int64_t sequences() const { return S_; }
   /// Sums every rank's statistics (of its share of the windows) into `owner`'s: G, the sums and T, each reduced in
   /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them.
   void reduce_to(dist::Group& group, int owner, const std::string& what);
@@ -49,6 +52,7 @@ class LayerStats {
   at::Tensor sum_;  // [in], fp64
   at::Tensor sequence_sq_;  // [in], fp64: sum_s (sum_{t in s} x_t)^2 / L_s
   int64_t T_ = 0;
+  int64_t S_ = 0;
 };
 
 /// Statistics for every prunable linear of one block, fed by the block's LinearObserver. Linears that read the same

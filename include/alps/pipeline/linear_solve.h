@@ -43,7 +43,6 @@ struct Outcome {
 struct SolveSettings {
   c10::Device device{c10::kCPU};
   int64_t blocks_total = 0;
-  int64_t sequences = 0;          ///< the calibration windows behind the statistics (every rank's)
   int64_t refine_iterations = 0;  ///< PCG iterations of --refine pcg
   std::filesystem::path dump_problems;  ///< when set, every layer problem is written there
   bool replace_dumps = false;     ///< a resumed run writes again the problems of a block it redoes

@@ -34,6 +34,9 @@ struct Recipe {
   int64_t nsamples = 128;
   int64_t seqlen = 0;  ///< 0: the model's default window (model::ModelConfig::default_window)
   uint64_t seed = 0;
+  /// What a mixture of experts shows each expert's linears for their statistics: "routed" (the tokens the router
+  /// sends it) or "all" (every token; the block's output stays the routed one).
+  std::string moe_calibration = "routed";
   std::vector<std::string> skip;  ///< globs of linears left dense
   std::vector<LayerRule> overrides;
   std::string device = "auto";

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "alps/model/config.h"
 #include "alps/pipeline/recipe.h"
 #include "alps/pipeline/schedule.h"
 #include "alps/prune/method.h"
@@ -55,6 +56,7 @@ class RunPlan {
   c10::ScalarType dtype = c10::kFloat;      ///< of the forward passes
   c10::ScalarType stats_dtype = c10::kFloat;
   bool stats_on_host = false;              ///< --stats-device cpu: the Gram matrices accumulate on the host
+  model::ExpertInputs expert_inputs = model::ExpertInputs::routed;  ///< --moe-calibration
   c10::Device stats_device{c10::kCPU};     ///< where they accumulate: the host, or the compute device
   int64_t seqlen = 0;                       ///< calibration window, the default resolved
   int64_t eval_seqlen = 0;                  ///< evaluation window, the default resolved

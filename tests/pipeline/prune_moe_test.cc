@@ -1,0 +1,221 @@
+// `alps prune` inside the experts of a mixture (docs/moe.md): each expert's statistics are those of the tokens its
+// router sends it (or of every token with --moe-calibration all), an expert no token reached is pruned by
+// magnitude and says so, and recipes reach expert linears by their names. The forwards themselves are checked
+// against transformers' logits in causal_lm_test.cc; PruneVariants prunes, evaluates and generates with every MoE
+// fixture.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "alps/model/causal_lm.h"
+#include "alps/pipeline/calibration.h"
+#include "alps/prune/problem.h"
+#include "alps/tokenizer/tokenizer.h"
+#include "prune_cli_support.h"
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string calib() { return (test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
+
+struct PruneRun {
+  json report;
+  fs::path problems;
+};
+
+// `alps prune` into dir/pruned, its layer problems into dir/problems when `dump` (a method that reads calibration
+// data).
+PruneRun prune(const fs::path& model, const fs::path& dir, int64_t nsamples, int64_t seqlen,
+               std::vector<std::string> extra, bool dump = true) {
+  std::vector<std::string> args = {
+      "prune", "--model",    model.string(),           "--out",    (dir / "pruned").string(), "--calib",
+      calib(), "--nsamples", std::to_string(nsamples), "--seqlen", std::to_string(seqlen),    "--device",
+      "cpu",   "--json"};
+  if (dump) args.insert(args.end(), {"--dump-problems", (dir / "problems").string()});
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = test::run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return {r.exit_code == 0 ? json::parse(r.out) : json(), dir / "problems"};
+}
+
+// The hidden states entering block 0's MLP, [tokens, hidden] in fp64: what every expert's gate and up projections
+// read when every token is shown to every expert.
+at::Tensor mlp_inputs(const model::CausalLM& m, const at::Tensor& ids) {
+  at::Tensor h;
+  m.observe_block(
+      0, m.embed(ids),
+      [&](const std::string& linear, const at::Tensor& x) {
+        if (linear == "mlp.experts.0.gate_proj") h = x.reshape({-1, x.size(-1)}).to(at::kDouble);
+      },
+      model::ExpertInputs::all);
+  return h;
+}
+
+// Each token's top-k experts by a scan over the router's probabilities (ties to the higher index, as torch.topk
+// picks them in the fixtures), a second formulation of the forward's sort.
+std::vector<std::vector<int64_t>> routed_tokens(const at::Tensor& probs, int64_t k) {
+  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(probs.size(1)));
+  const auto p = probs.accessor<float, 2>();
+  for (int64_t t = 0; t < probs.size(0); ++t) {
+    std::vector<int64_t> order(static_cast<size_t>(probs.size(1)));
+    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return p[t][a] > p[t][b] || (p[t][a] == p[t][b] && a > b); });
+    for (int64_t j = 0; j < k; ++j) tokens[static_cast<size_t>(order[static_cast<size_t>(j)])].push_back(t);
+  }
+  return tokens;
+}
+
+TEST(PruneMoe, EachExpertsStatisticsAreThoseOfTheTokensRoutedToIt) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  const int64_t nsamples = 4, seqlen = 16, T = nsamples * seqlen;
+  const PruneRun run = prune(model, dir.path(), nsamples, seqlen, {"--method", "sparsegpt", "--sparsity", "0.5"});
+  ASSERT_FALSE(run.report.is_null());
+
+  const auto dense = model::CausalLM::load(model);
+  const model::MoeConfig& moe = *dense.config().moe;
+  const auto tok = tokenizer::load_tokenizer(model);
+  const at::Tensor ids =
+      pipeline::sample_windows(pipeline::read_documents(calib()), *tok, {calib(), nsamples, seqlen, 0});
+  const at::Tensor h = mlp_inputs(dense, ids);
+  ASSERT_EQ(h.size(0), T);
+  const at::Tensor router = dense.tensor("model.layers.0.mlp.gate.weight");
+  const at::Tensor probs = at::softmax(at::matmul(h.to(at::kFloat), router.t()), -1);
+  const auto routed = routed_tokens(probs, moe.top_k);
+
+  // Statistics in fp32 over at most T tokens of inputs no larger than xmax2 (squared).
+  const double xmax2 = h.pow(2).sum(-1).max().item<double>();
+  const double tol = test::rounding_bound(T + 2 * dense.config().hidden_size, T * xmax2);
+  at::Tensor sum = at::zeros({h.size(1), h.size(1)}, at::kDouble);
+  int64_t tokens = 0;
+  for (int64_t e = 0; e < moe.num_experts; ++e) {
+    const std::string name = "model.layers.0.mlp.experts." + std::to_string(e) + ".gate_proj";
+    const prune::LayerProblem p = prune::load_problem(run.problems / (name + ".safetensors"));
+    const auto& rows = routed[static_cast<size_t>(e)];
+    EXPECT_EQ(p.tokens, static_cast<int64_t>(rows.size())) << name;
+    const at::Tensor X = h.index_select(0, at::tensor(rows, at::kLong));
+    EXPECT_ALL_CLOSE(p.G.to(at::kDouble), at::matmul(X.t(), X), tol, 0);
+    sum += p.G.to(at::kDouble);
+    tokens += p.tokens;
+    // The report says how many tokens each expert's linears saw; up shares gate's statistic.
+    for (const auto& layer : run.report["layers"])
+      if (layer["name"] == name || layer["name"] == "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj")
+        EXPECT_EQ(layer["tokens"], p.tokens) << layer;
+  }
+  // Every token reaches exactly top_k experts: whatever the routing, the experts' statistics add up to top_k times
+  // the Gram of all tokens.
+  EXPECT_EQ(tokens, moe.top_k * T);
+  EXPECT_ALL_CLOSE(sum, moe.top_k * at::matmul(h.t(), h), moe.num_experts * tol, 0);
+  // Layer 1 is a dense MLP (mlp_only_layers) and sees every token.
+  for (const auto& layer : run.report["layers"])
+    if (layer["block"] == 1) EXPECT_EQ(layer["tokens"], T) << layer;
+}
+
+TEST(PruneMoe, AllExpertsCalibrationShowsEveryTokenToEveryExpert) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  const int64_t nsamples = 2, seqlen = 16, T = nsamples * seqlen;
+  test::TempDir routed_dir;
+  const PruneRun all = prune(model, dir.path(), nsamples, seqlen,
+                             {"--method", "sparsegpt", "--sparsity", "0.5", "--moe-calibration", "all"});
+  const PruneRun routed =
+      prune(model, routed_dir.path(), nsamples, seqlen, {"--method", "sparsegpt", "--sparsity", "0.5"});
+  ASSERT_FALSE(all.report.is_null());
+  ASSERT_FALSE(routed.report.is_null());
+  EXPECT_EQ(all.report["recipe"]["calibration"]["experts"], "all");
+  const auto dense = model::CausalLM::load(model);
+  const auto tok = tokenizer::load_tokenizer(model);
+  const at::Tensor ids =
+      pipeline::sample_windows(pipeline::read_documents(calib()), *tok, {calib(), nsamples, seqlen, 0});
+  const at::Tensor h = mlp_inputs(dense, ids);
+  const double xmax2 = h.pow(2).sum(-1).max().item<double>();
+  const double tol = test::rounding_bound(T + 2 * dense.config().hidden_size, T * xmax2);
+  for (int64_t e = 0; e < dense.config().moe->num_experts; ++e) {
+    const std::string expert = "model.layers.0.mlp.experts." + std::to_string(e);
+    const prune::LayerProblem p = prune::load_problem(all.problems / (expert + ".gate_proj.safetensors"));
+    EXPECT_EQ(p.tokens, T);
+    EXPECT_ALL_CLOSE(p.G.to(at::kDouble), at::matmul(h.t(), h), tol, 0);
+    EXPECT_EQ(prune::load_problem(all.problems / (expert + ".down_proj.safetensors")).tokens, T);
+  }
+  // The choice changes what the experts are pruned to.
+  const auto a = model::CausalLM::load(dir / "pruned"), r = model::CausalLM::load(routed_dir / "pruned");
+  EXPECT_FALSE(a.tensor("model.layers.0.mlp.experts.0.down_proj.weight")
+                   .equal(r.tensor("model.layers.0.mlp.experts.0.down_proj.weight")));
+}
+
+TEST(PruneMoe, AnExpertNoTokenReachesIsPrunedByMagnitudeAndTheReportSaysSo) {
+  test::TempDir dir, magnitude_dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  // 16 tokens, 2 experts each, 6 experts: in block 2 (as the pruned blocks before it leave the tokens) some expert
+  // receives none.
+  const PruneRun run = prune(model, dir.path(), 1, 16, {"--method", "alps", "--sparsity", "0.6"});
+  const PruneRun magnitude =
+      prune(model, magnitude_dir.path(), 1, 16, {"--method", "magnitude", "--sparsity", "0.6"}, false);
+  ASSERT_FALSE(run.report.is_null());
+  const auto pruned = model::CausalLM::load(dir / "pruned"),
+             by_magnitude = model::CausalLM::load(magnitude_dir / "pruned");
+  int64_t unreached = 0;
+  for (const auto& layer : run.report["layers"]) {
+    const std::string name = layer["name"];
+    if (layer["tokens"] != 0) {
+      EXPECT_EQ(layer["method"], "alps") << name;
+      continue;
+    }
+    ++unreached;
+    EXPECT_NE(name.find(".mlp.experts."), std::string::npos) << name;
+    EXPECT_EQ(layer["method"], "magnitude") << name;
+    EXPECT_NE(layer["rule"].get<std::string>().find("no calibration token"), std::string::npos);
+    EXPECT_TRUE(pruned.tensor(name + ".weight").equal(by_magnitude.tensor(name + ".weight"))) << name;
+  }
+  EXPECT_GT(unreached, 0);
+  EXPECT_EQ(unreached % 3, 0);  // an expert's gate, up and down together
+}
+
+TEST(PruneMoe, RecipeRulesReachExpertLinearsByName) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("mixtral_top2", dir.path());
+  const fs::path recipe = dir / "recipe.json";
+  std::ofstream(recipe) << R"({"method": "sparsegpt", "sparsity": 0.5, "overrides": [
+      {"match": "*.block_sparse_moe.experts.*.w2", "skip": true},
+      {"match": "model.layers.1.block_sparse_moe.experts.3.*", "method": "wanda", "pattern": "2:4"}]})";
+  const PruneRun run = prune(model, dir.path(), 2, 16, {"--config", recipe.string()});
+  ASSERT_FALSE(run.report.is_null());
+  const auto pruned = model::CausalLM::load(dir / "pruned"), dense = model::CausalLM::load(model);
+  std::map<std::string, int> seen;
+  for (const auto& layer : run.report["layers"]) {
+    const std::string name = layer["name"];
+    const at::Tensor W = pruned.tensor(name + ".weight");
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".w2") == 0) {
+      EXPECT_TRUE(layer["skipped"].get<bool>()) << name;
+      EXPECT_TRUE(W.equal(dense.tensor(name + ".weight"))) << name;
+      ++seen["skipped"];
+    } else if (name.rfind("model.layers.1.block_sparse_moe.experts.3.", 0) == 0) {
+      EXPECT_EQ(layer["method"], "wanda");
+      EXPECT_TRUE(W.view({W.size(0), -1, 4}).ne(0).sum(-1).eq(2).all().item<bool>()) << name;
+      ++seen["wanda"];
+    } else {
+      EXPECT_EQ(layer["method"], "sparsegpt") << name;
+    }
+  }
+  EXPECT_EQ(seen["skipped"], 2 * 4);  // every expert's w2 in both blocks
+  EXPECT_EQ(seen["wanda"], 2);        // w1 and w3 of that expert
+  // The routers stay dense.
+  for (int b = 0; b < 2; ++b) {
+    const std::string router = "model.layers." + std::to_string(b) + ".block_sparse_moe.gate.weight";
+    EXPECT_TRUE(pruned.tensor(router).equal(dense.tensor(router)));
+  }
+}
+
+}  // namespace
+}  // namespace alps
