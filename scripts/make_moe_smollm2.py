@@ -9,9 +9,9 @@ is regressed on the MLP's input by ridge least squares, so the router scores the
 Each token then runs its top-k experts only: a real language model with sparse routing, not the dense one.
 
 Mixtral renormalises the top-k routing weights to sum to 1. To sum the chosen experts' outputs as the dense MLP sums
-its neurons', each expert's down projection is multiplied by k and the router's scores by a temperature small enough
-that the chosen experts' weights are 1/k within a fraction of a percent, while the ranking (which decides the
-routing) is the fitted one.
+its neurons', each expert's down projection is multiplied by k and the router's scores scaled down until the largest is
+--logit-scale (1e-3), so that the chosen experts' weights are 1/k within a fraction of a percent, while the ranking
+(which decides the routing) is the fitted one.
 
 The attention, norms, embeddings and tokenizer are SmolLM2's, unchanged (Mixtral's attention is LLaMA's when
 sliding_window is null). The output loads in transformers as MixtralForCausalLM and in alps.
@@ -81,7 +81,8 @@ def main():
                                                      "c4-train.00000-of-01024.first1000.jsonl"))
     ap.add_argument("--tokens", type=int, default=32768)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--temperature", type=float, default=1e-3, help="scale of the router's fitted scores")
+    ap.add_argument("--logit-scale", type=float, default=1e-3,
+                    help="the router's largest logit on the calibration tokens")
     args = ap.parse_args()
     for module, version in PINNED.items():
         found = __import__(module).__version__.split("+")[0]
@@ -132,19 +133,26 @@ def main():
             x = torch.cat(inputs[i])  # [N, hidden]
             act = torch.nn.functional.silu(x @ gate.T) * (x @ up.T)  # [N, F]
             targets = []
-            p = f"model.layers.{i}.block_sparse_moe."
+            # transformers 5 holds a layer's experts as two 3D tensors (gate and up rows stacked, gate first; down)
+            # and writes them out one 2D tensor per expert, block_sparse_moe.experts.{e}.w1/w3/w2, as Mixtral ships.
+            p = f"model.layers.{i}.mlp."
+            gate_up, down_e = [], []
             for e in range(E):
                 rows = (assign == e).nonzero().squeeze(1)
-                state[p + f"experts.{e}.w1.weight"] = gate[rows].clone()
-                state[p + f"experts.{e}.w3.weight"] = up[rows].clone()
-                state[p + f"experts.{e}.w2.weight"] = (down[:, rows] * k).clone()
+                gate_up.append(torch.cat([gate[rows], up[rows]]))
+                down_e.append(down[:, rows] * k)
                 targets.append((act[:, rows] @ down[:, rows].T).norm(dim=1))
+            state[p + "experts.gate_up_proj"] = torch.stack(gate_up)
+            state[p + "experts.down_proj"] = torch.stack(down_e)
             Y = torch.stack(targets, 1)  # [N, E]
             # Ridge regression of the experts' output norms on the MLP input, without an intercept: the router has
             # no bias (the normalised hidden states carry a large common component that serves as one).
             lam = 1e-3 * x.pow(2).sum(0).mean()
             W = torch.linalg.solve(x.T @ x + lam * torch.eye(x.shape[1]), x.T @ Y).T  # [E, hidden]
-            state[p + "gate.weight"] = (W * args.temperature).contiguous()
+            # Scaled so that the largest score on the calibration tokens is `logit_scale`: the chosen experts' softmax
+            # weights are then within about 2 logit_scale of 1/k, and the ranking is the fitted one.
+            scale = args.logit_scale / (x @ W.T).abs().max().item()
+            state[p + "gate.weight"] = (W * scale).contiguous()
             # How often the fitted router picks the experts with the largest true outputs.
             chosen = torch.topk(x @ W.T, k, dim=1).indices
             best = torch.topk(Y, k, dim=1).indices
@@ -154,7 +162,8 @@ def main():
     missing, unexpected = moe.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.endswith("lm_head.weight")]
     if missing or unexpected:
-        raise SystemExit(f"state mismatch: missing {missing}, unexpected {unexpected}")
+        raise SystemExit(f"state mismatch: {len(missing)} missing (first {missing[:3]}), {len(unexpected)} unexpected "
+                         f"(first {unexpected[:3]})")
     moe.tie_weights()
 
     parent = os.path.dirname(os.path.abspath(args.out)) or "."
@@ -166,7 +175,7 @@ def main():
                 shutil.copy(os.path.join(args.dense, f), os.path.join(tmp, f))
         with open(os.path.join(tmp, "moefication.json"), "w") as f:
             json.dump(dict(report, dense=os.path.abspath(args.dense), script="scripts/make_moe_smollm2.py",
-                           seed=args.seed, temperature=args.temperature), f, indent=1)
+                           seed=args.seed, logit_scale=args.logit_scale), f, indent=1)
         os.rename(tmp, args.out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
