@@ -13,13 +13,17 @@ its neurons', each expert's down projection is multiplied by k and the router's 
 --logit-scale (1e-3), so that the chosen experts' weights are 1/k within a fraction of a percent, while the ranking
 (which decides the routing) is the fitted one.
 
+With --shared S, the S neurons that add the most to the MLP's output on average form a shared expert that every
+token passes (Qwen2MoeForCausalLM's form, its sigmoid gate's weight zero and its down projection doubled), and the
+other neurons are split into the routed experts.
+
 The attention, norms, embeddings and tokenizer are SmolLM2's, unchanged (Mixtral's attention is LLaMA's when
 sliding_window is null). The output loads in transformers as MixtralForCausalLM and in alps.
 
 Made with (pinned): python3 -m venv /tmp/venv-arch && /tmp/venv-arch/bin/pip install torch==2.15.0
     transformers==5.23.0 safetensors sentencepiece protobuf
 Usage: python3 scripts/make_moe_smollm2.py --dense ~/.cache/alps/models/SmolLM2-135M-Instruct --out OUT
-           [--experts 8] [--top-k 2] [--calib ../shared/data/text/c4/c4-train.00000-of-01024.first1000.jsonl]
+           [--experts 8] [--top-k 2] [--shared 0] [--calib ../shared/data/text/c4/c4-train.00000-of-01024.first1000.jsonl]
            [--tokens 32768] [--seed 0]
 OUT must not exist; it is written under a temporary name and renamed into place when complete.
 """
@@ -31,7 +35,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, MixtralConfig, MixtralForCausalLM
+from transformers import (AutoModelForCausalLM, AutoTokenizer, MixtralConfig, MixtralForCausalLM, Qwen2MoeConfig,
+                          Qwen2MoeForCausalLM)
 
 PINNED = {"torch": "2.15.0", "transformers": "5.23.0"}
 
@@ -76,6 +81,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--experts", type=int, default=8)
     ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--shared", type=int, default=0,
+                    help="neurons of a shared expert every token passes (Qwen2MoeForCausalLM); 0: none (Mixtral)")
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--calib", default=os.path.join(here, "..", "..", "shared", "data", "text", "c4",
                                                      "c4-train.00000-of-01024.first1000.jsonl"))
@@ -96,9 +103,10 @@ def main():
     dense = AutoModelForCausalLM.from_pretrained(args.dense, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(args.dense)
     c = dense.config
-    E, k, F = args.experts, args.top_k, c.intermediate_size
-    if F % E != 0 or not 1 <= k <= E:
-        raise SystemExit(f"--experts {E} must divide intermediate_size {F} and --top-k {k} lie in 1..{E}")
+    E, k, F, S = args.experts, args.top_k, c.intermediate_size, args.shared
+    if (F - S) % E != 0 or not 1 <= k <= E or not 0 <= S < F:
+        raise SystemExit(f"--experts {E} must divide intermediate_size {F} less --shared {S}, and --top-k {k} lie "
+                         f"in 1..{E}")
 
     # Each layer's MLP input over the calibration tokens.
     ids = calibration_ids(tok, args.calib, args.tokens, 512)
@@ -112,30 +120,53 @@ def main():
     for h in hooks:
         h.remove()
 
-    moe_config = MixtralConfig(
-        vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=F // E,
-        num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim, max_position_embeddings=c.max_position_embeddings,
-        rms_norm_eps=c.rms_norm_eps, tie_word_embeddings=c.tie_word_embeddings, sliding_window=None,
-        num_local_experts=E, num_experts_per_tok=k, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
-        pad_token_id=c.pad_token_id, rope_parameters={"rope_type": "default", "rope_theta": c.rope_parameters["rope_theta"]})
-    moe = MixtralForCausalLM(moe_config).eval()
+    common = dict(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+        num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
+        max_position_embeddings=c.max_position_embeddings, rms_norm_eps=c.rms_norm_eps,
+        tie_word_embeddings=c.tie_word_embeddings, num_experts_per_tok=k, bos_token_id=c.bos_token_id,
+        eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_parameters["rope_theta"]})
+    if S == 0:
+        moe = MixtralForCausalLM(MixtralConfig(**common, intermediate_size=F // E, head_dim=c.head_dim,
+                                               sliding_window=None, num_local_experts=E)).eval()
+    else:  # Qwen2-MoE's attention without biases is LLaMA's (head_dim = hidden / heads, as SmolLM2's)
+        if c.hidden_size // c.num_attention_heads != c.head_dim:
+            raise SystemExit("--shared needs head_dim = hidden_size / num_attention_heads")
+        moe = Qwen2MoeForCausalLM(Qwen2MoeConfig(
+            **common, intermediate_size=F, moe_intermediate_size=(F - S) // E, shared_expert_intermediate_size=S,
+            num_experts=E, norm_topk_prob=True, qkv_bias=False, use_sliding_window=False)).eval()
     state = {}
     for name, p in dense.state_dict().items():
         if ".mlp." not in name:
             state[name] = p
-    report = {"experts": E, "top_k": k, "calibration_tokens": int(ids.numel()), "layers": []}
+    report = {"experts": E, "top_k": k, "shared": S, "calibration_tokens": int(ids.numel()), "layers": []}
     with torch.no_grad():
         for i, layer in enumerate(dense.model.layers):
             gate, up, down = layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight, layer.mlp.down_proj.weight
             features = torch.nn.functional.normalize(torch.cat([gate, up], 1), dim=1)
-            assign = balanced_kmeans(features, E, 10, g)
             x = torch.cat(inputs[i])  # [N, hidden]
             act = torch.nn.functional.silu(x @ gate.T) * (x @ up.T)  # [N, F]
             targets = []
-            # transformers 5 holds a layer's experts as two 3D tensors (gate and up rows stacked, gate first; down)
-            # and writes them out one 2D tensor per expert, block_sparse_moe.experts.{e}.w1/w3/w2, as Mixtral ships.
             p = f"model.layers.{i}.mlp."
+            if S > 0:
+                # The S neurons that add the most to the output on average form the shared expert, which every token
+                # passes; its gate's weight is zero (sigmoid 1/2), so its down projection is doubled.
+                contribution = act.abs().mean(0) * down.norm(dim=0)
+                shared = torch.topk(contribution, S).indices.sort().values
+                routed = torch.ones(F, dtype=torch.bool)
+                routed[shared] = False
+                state[p + "shared_expert.gate_proj.weight"] = gate[shared].clone()
+                state[p + "shared_expert.up_proj.weight"] = up[shared].clone()
+                state[p + "shared_expert.down_proj.weight"] = (down[:, shared] * 2).clone()
+                state[p + "shared_expert_gate.weight"] = torch.zeros(1, c.hidden_size)
+                keep = routed.nonzero().squeeze(1)
+                gate, up, down, act = gate[keep], up[keep], down[:, keep], act[:, keep]
+                features = features[keep]
+            assign = balanced_kmeans(features, E, 10, g)
+            # transformers 5 holds a layer's experts as two 3D tensors (gate and up rows stacked, gate first; down)
+            # and writes them out one 2D tensor per expert (Mixtral's block_sparse_moe.experts.{e}.w1/w3/w2, Qwen2-MoE's
+            # mlp.experts.{e}.gate_proj/up_proj/down_proj), as the published checkpoints hold them.
             gate_up, down_e = [], []
             for e in range(E):
                 rows = (assign == e).nonzero().squeeze(1)
