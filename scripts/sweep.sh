@@ -62,16 +62,26 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$model" ] && [ -n "$out" ] || { echo "sweep: --model and --out are required" >&2; usage; }
-[ -f "$model/config.json" ] || die "--model $model: no config.json there"
 [ -x "$alps" ] || die "alps binary $alps not found or not executable (build it, or pass --alps BIN)"
+# The data directory alps itself uses (--data-dir, else $ALPS_DATA_DIR, else the one it was built or installed
+# with), whatever the working directory: `alps --version` names it.
+effective_data_dir=$data_dir
+if [ -z "$effective_data_dir" ]; then
+  effective_data_dir=$("$alps" --version | sed -n 's/^data directory: \(.*\) ([^()]*)$/\1/p')
+  [ -n "$effective_data_dir" ] || die "could not read the data directory from \`$alps --version\`"
+fi
+# A model name without a slash is one of the data directory's models, as `alps prune --model` takes it.
+if [ ! -e "$model" ] && [[ "$model" != */* ]] && [ -d "$effective_data_dir/models/$model" ]; then
+  model="$effective_data_dir/models/$model"
+fi
+[ -f "$model/config.json" ] || die "--model $model: no config.json there (nor a model of that name in $effective_data_dir/models)"
 command -v python3 >/dev/null || die "python3 is needed for the summary tables"
 [ -n "$title" ] || title=$(basename "$(cd "$model" && pwd)")
 
 # The settings a sweep directory is bound to: rerunning with other settings would mix two sweeps in one table. The
-# data directory is alps's (--data-dir, else $ALPS_DATA_DIR, else ../shared/data) and, like a calibration file, is
-# recorded as an absolute path: the same words in another directory or with another environment are other data. The
-# model is also known by its config.json's hash, which an archive compares where paths differ between machines.
-effective_data_dir=${data_dir:-${ALPS_DATA_DIR:-../shared/data}}
+# data directory (alps's, above) is, like a calibration file, recorded as an absolute path: the same words in another
+# directory or with another environment are other data. The model is also known by its config.json's hash, which an
+# archive compares where paths differ between machines.
 settings=$(python3 - "$model" "$methods" "$patterns" "$nsamples" "$seqlen" "$calib" "$eval" "$eval_seqlen" \
   "$eval_max_windows" "$eval_limit" "$title" "$effective_data_dir" "${extra[@]}" <<'PY'
 import hashlib, json, os, sys

@@ -78,6 +78,11 @@ def fmt(value, metric):
     return f"{100 * value:.2f}"  # accuracies in percent, as papers print them
 
 
+def seconds(s):
+    """Seconds with the digits a run of that length needs: a tiny model's runs take fractions of one."""
+    return f"{s:.0f}" if s >= 100 else f"{s:.1f}" if s >= 1 else f"{s:.2f}"
+
+
 def main(sweep):
     settings = json.load(open(os.path.join(sweep, "sweep.json")))
     methods, patterns = settings["methods"], sorted(settings["patterns"], key=pattern_order)
@@ -154,7 +159,7 @@ def main(sweep):
               head, rule]
     for m in methods:
         def t(r):
-            return f"{r['seconds']['prune']:.0f} ({r['seconds']['solve']:.0f})"
+            return f"{seconds(r['seconds']['prune'])} ({seconds(r['seconds']['solve'])})"
         lines.append(f"| {m} | " + " | ".join(cell(m, p, t) or "-" for p in patterns) + " |")
 
     plots = plot(sweep, settings, methods, patterns, runs, dense, [k for k in metric_names if k.endswith(" ppl")])

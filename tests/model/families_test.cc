@@ -33,6 +33,30 @@ TEST(Families, ConfigsReadAsTheirConfigClasses) {
   EXPECT_FALSE(qwen3.qkv_bias);
   EXPECT_EQ(qwen3.head_dim, 16);
   EXPECT_EQ(qwen3.sliding_window, (std::vector<int64_t>{0, 6}));
+  const ModelConfig qwen3_moe = load_config(fixture("qwen3_moe_routed") / "config.json");
+  ASSERT_TRUE(qwen3_moe.moe.has_value());
+  EXPECT_EQ(qwen3_moe.moe->num_experts, 6);  // written as num_local_experts by transformers 5
+  EXPECT_EQ(qwen3_moe.moe->top_k, 2);
+  EXPECT_EQ(qwen3_moe.moe->intermediate_size, 24);
+  EXPECT_TRUE(qwen3_moe.moe->norm_topk_prob);
+  EXPECT_EQ(qwen3_moe.moe->layers, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(qwen3_moe.intermediate_size, 48);  // the dense layer's
+  const ModelConfig qwen2_moe = load_config(fixture("qwen2_moe_shared") / "config.json");
+  EXPECT_EQ(qwen2_moe.moe->layers, (std::vector<bool>{false, true}));
+  EXPECT_EQ(qwen2_moe.moe->shared_expert_intermediate_size, 40);
+  EXPECT_TRUE(qwen2_moe.qkv_bias);
+  const ModelConfig mixtral = load_config(fixture("mixtral_top2") / "config.json");
+  EXPECT_EQ(mixtral.moe->naming, ExpertNaming::mixtral);
+  EXPECT_TRUE(mixtral.moe->norm_topk_prob);
+  EXPECT_TRUE(mixtral.moe->weights_fp32);
+  EXPECT_EQ(mixtral.moe->intermediate_size, 48);
+  EXPECT_EQ(mixtral.sliding_window, (std::vector<int64_t>{8, 8}));
+  const ModelConfig olmoe = load_config(fixture("olmoe_clip") / "config.json");
+  EXPECT_EQ(olmoe.qk_norm, QkNorm::whole);
+  EXPECT_DOUBLE_EQ(olmoe.clip_qkv, 0.5);
+  EXPECT_EQ(olmoe.moe->top_k, 3);
+  EXPECT_FALSE(olmoe.moe->norm_topk_prob);
+  EXPECT_FALSE(load_config(fixture("qwen3_qknorm") / "config.json").moe.has_value());
   const ModelConfig olmo2 = load_config(fixture("olmo2_post") / "config.json");
   EXPECT_EQ(olmo2.norm_placement, NormPlacement::post);
   EXPECT_EQ(olmo2.qk_norm, QkNorm::whole);
@@ -122,6 +146,13 @@ TEST(Families, EachFeatureOfTheFixturesShapesTheirLogits) {
          j["rope_parameters"]["short_factor"] = {1.0, 1.3};
          j["rope_parameters"]["long_factor"] = {1.1, 2.5};
        }},
+      // The mixtures: renormalising the top-k weights, how many experts a token takes, clipping. (Which layers are
+      // mixtures shows in the tensors a checkpoint must hold: EveryNormAndFusedProjectionOfTheBlockIsRequired.)
+      {"qwen3_moe_routed", [](json& j) { j["norm_topk_prob"] = false; }},
+      {"qwen3_moe_routed", [](json& j) { j["num_experts_per_tok"] = 3; }},
+      {"olmoe_clip", [](json& j) { j["clip_qkv"] = nullptr; }},
+      {"olmoe_clip", [](json& j) { j["norm_topk_prob"] = true; }},
+      {"qwen2_moe_shared", [](json& j) { j["norm_topk_prob"] = true; }},
   };
   for (const auto& [name, edit] : removals) {
     const fs::path dir = copy_fixture(name, tmp);
@@ -260,6 +291,17 @@ TEST(Families, UnsupportedValuesNameFileAndField) {
        "field 'text_config': a Gemma 3 multimodal config holds its text model's config here; found nothing"},
       {"gemma3_multimodal", [](json& j) { j["text_config"]["hidden_activation"] = "relu"; },
        "field 'text_config.hidden_activation': expected 'gelu_pytorch_tanh', got 'relu'"},
+      // Mixtures of experts: the expert count under either name, top-k within it, the layers that are mixtures.
+      {"qwen3_moe_routed", [](json& j) { j["num_experts_per_tok"] = 7; },
+       "field 'num_experts_per_tok': 7 experts per token, but num_local_experts is 6"},
+      {"qwen3_moe_routed", [](json& j) { j["num_experts"] = 5; }, "num_experts 5 and num_local_experts 6 disagree"},
+      {"qwen3_moe_routed", [](json& j) { j["mlp_only_layers"] = {3}; },
+       "field 'mlp_only_layers': expected layer indices below num_hidden_layers 3, got 3"},
+      {"qwen2_moe_shared", [](json& j) { j["decoder_sparse_step"] = 0; }, "decoder_sparse_step must be positive"},
+      {"qwen2_moe_shared", [](json& j) { j["shared_expert_intermediate_size"] = 0; },
+       "shared_expert_intermediate_size must be positive"},
+      {"mixtral_top2", [](json& j) { j["num_local_experts"] = 0; }, "num_local_experts must be positive"},
+      {"olmoe_clip", [](json& j) { j["clip_qkv"] = -1.0; }, "field 'clip_qkv' must be positive or null, got -1"},
   };
   expect_config_refusals(cases, tmp);
 }
@@ -273,7 +315,12 @@ TEST(Families, EveryNormAndFusedProjectionOfTheBlockIsRequired) {
        {std::tuple{"gemma2_softcap", "model.layers.1.pre_feedforward_layernorm.weight", "[32]"},
         {"olmo2_post", "model.layers.0.self_attn.k_norm.weight", "[32]"},
         {"qwen3_qknorm", "model.layers.1.self_attn.q_norm.weight", "[16]"},
-        {"phi3_longrope", "model.layers.0.mlp.gate_up_proj.weight", "[96, 32]"}}) {
+        {"phi3_longrope", "model.layers.0.mlp.gate_up_proj.weight", "[96, 32]"},
+        // A mixture's router, an expert's projection, Qwen2-MoE's shared expert and its gate.
+        {"qwen3_moe_routed", "model.layers.2.mlp.gate.weight", "[6, 32]"},
+        {"mixtral_top2", "model.layers.1.block_sparse_moe.experts.3.w2.weight", "[32, 48]"},
+        {"qwen2_moe_shared", "model.layers.1.mlp.shared_expert.down_proj.weight", "[32, 40]"},
+        {"qwen2_moe_shared", "model.layers.1.mlp.shared_expert_gate.weight", "[1, 32]"}}) {
     const fs::path dir = copy_fixture(name, tmp);
     rewrite_weights(dir, [&, tensor = std::string(tensor)](auto& ts) {
       ts.erase(std::remove_if(ts.begin(), ts.end(), [&](auto& t) { return t.first == tensor; }), ts.end());
@@ -281,6 +328,11 @@ TEST(Families, EveryNormAndFusedProjectionOfTheBlockIsRequired) {
     const std::string msg = test::error_message([&] { CausalLM::load(dir); });
     EXPECT_NE(msg.find(std::string("missing tensor ") + tensor + " (" + shape + ")"), std::string::npos) << msg;
   }
+  // Which layers are mixtures is the config's: a dense layer made a mixture misses its experts.
+  const fs::path moe = copy_fixture("qwen3_moe_routed", tmp);
+  edit_config(moe, [](json& j) { j["mlp_only_layers"] = json::array(); });
+  const std::string missing = test::error_message([&] { CausalLM::load(moe); });
+  EXPECT_NE(missing.find("missing tensor model.layers.1.mlp."), std::string::npos) << missing;
   const fs::path dir = copy_fixture("phi3_longrope", tmp);
   edit_config(dir, [](json& j) { j["num_key_value_heads"] = 2; });  // q, k, v of 32 each: 96 rows, 64 stored
   const std::string msg = test::error_message([&] { CausalLM::load(dir); });

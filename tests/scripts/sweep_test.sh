@@ -5,7 +5,7 @@
 # reports) seeds a fresh sweep directory; a sweep scored by zero-shot tasks alone runs.
 # Usage: sweep_test.sh ALPS_BIN DATA_DIR      (exit 77: skipped, python3 missing)
 set -euo pipefail
-alps=$1 data=$2
+alps=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") data=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 command -v python3 >/dev/null || { echo "SKIP: python3 not found (the sweep's summary needs it)"; exit 77; }
 model="$data/models/stories260K-hf"
@@ -144,4 +144,23 @@ s = json.load(open(sys.argv[1]))
 assert "rte acc" in s["dense"]["metrics"], s["dense"]
 assert len(s["runs"]) == 1 and "rte acc" in s["runs"][0]["metrics"], s["runs"]
 PY
+# 8. From any folder, without --data-dir: the sweep takes alps's own data directory ($ALPS_DATA_DIR here) and the
+#    model by its name there, as `alps prune` does; a rerun from a third folder is the same sweep. The wall-time table
+#    of a tiny model's runs shows their fractions of a second, not "0 (0)".
+mkdir "$tmp/cwd1" "$tmp/cwd2"
+anywhere=("$repo/scripts/sweep.sh" --model stories260K-hf --alps "$alps" --methods magnitude --patterns 0.5
+          --nsamples 4 --seqlen 64 --eval wikitext2 --eval-max-windows 1 --out "$tmp/anywhere")
+(cd "$tmp/cwd1" && ALPS_DATA_DIR="$data_abs" "${anywhere[@]}") >"$tmp/out8" 2>"$tmp/err8" ||
+  fail "a sweep from another folder failed: $(cat "$tmp/err8")"
+python3 - "$tmp/anywhere/sweep.json" "$data_abs" <<'PY' || fail "sweep.json records another data directory"
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+assert s["data_dir"] == os.path.realpath(sys.argv[2]), s["data_dir"]
+assert s["model"] == os.path.realpath(os.path.join(sys.argv[2], "models", "stories260K-hf")), s["model"]
+PY
+(cd "$tmp/cwd2" && ALPS_DATA_DIR="$data_abs" "${anywhere[@]}") >/dev/null 2>"$tmp/err8b" ||
+  fail "the rerun from a third folder was refused: $(cat "$tmp/err8b")"
+grep -q "kept from an earlier run" "$tmp/err8b" || fail "the rerun redid work: $(cat "$tmp/err8b")"
+grep -A4 "wall time" "$tmp/anywhere/summary.md" | grep -Eq '^\| magnitude \| [0-9]+\.[0-9]+ \([0-9]+\.[0-9]+\) \|$' ||
+  fail "the wall-time table rounds the runs away: $(grep -A4 "wall time" "$tmp/anywhere/summary.md")"
 echo "sweep test passed"
