@@ -8,6 +8,7 @@
 #include "alps/core/paths.h"
 #include "alps/io/text_files.h"
 #include "alps/core/py_random.h"
+#include "alps/core/suggest.h"
 #include "alps/tokenizer/tokenizer.h"
 
 namespace alps::pipeline {
@@ -26,6 +27,10 @@ std::vector<std::string> read_documents(const fs::path& path) {
 
 fs::path resolve_calibration_source(const std::string& source, const fs::path& data_dir) {
   if (source != "c4") {
+    // A bare word that names no file was meant as a dataset name: a usage error, with the closest name.
+    const bool a_name = source.find_first_of("/.") == std::string::npos && !fs::exists(source);
+    ALPS_USAGE_CHECK(!a_name, "--calib ", source, ": neither a calibration dataset (c4) nor a file",
+                     did_you_mean(source, {"c4"}));
     require_regular_file(source, "calibration file");
     return source;
   }

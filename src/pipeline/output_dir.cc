@@ -261,9 +261,14 @@ OutputDir::OutputDir(const OutputRequest& req) : path_(normalize_output_path(req
   if (!fs::exists(p)) {
     // The parents this run makes go again with the output if the run saves nothing.
     for (fs::path q = p.parent_path(); !q.empty() && !fs::exists(q); q = q.parent_path()) created_parents_.push_back(q);
-    fs::create_directories(p.parent_path());
+    try {
+      fs::create_directories(p.parent_path());
+    } catch (const fs::filesystem_error& e) {
+      ALPS_FAIL("--out ", req.out.string(), ": cannot create ", e.path1().string(), ": ", e.code().message());
+    }
     created_ = ::mkdir(p.c_str(), 0777) == 0;
-    ALPS_CHECK(created_ || errno == EEXIST, "cannot create ", p.string(), ": ", std::strerror(errno));
+    ALPS_CHECK(created_ || errno == EEXIST, "--out ", req.out.string(), ": cannot create ", p.string(), ": ",
+               std::strerror(errno));
   }
   lock_ = io::DirLock::try_lock(p);
   if (!lock_) {

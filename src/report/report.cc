@@ -313,7 +313,7 @@ std::string eval_table(const RunReport& r) {
 std::string summary_text(const RunReport& r) {
   const Tally t = tally(r);
   return description(r, t) + "\n" + kind_table(t) + expert_line(t) + profile_table(r) + phase_table(r, t.solve) +
-         eval_table(r);
+         eval_table(r) + (r.output.empty() ? "" : "\npruned checkpoint and report: " + r.output + "\n");
 }
 
 }  // namespace alps::report

@@ -63,6 +63,11 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       // A text too short for one evaluation window would stop the run after all its pruning.
       {{"--sparsity", "0.5", "--eval", (dir / "short.txt").string()}, "fewer than one window of 512", 1},
       {{"--sparsity", "0.5", "--calib", (dir / "missing.txt").string()}, "missing.txt", 1},
+      // An output the system cannot create names the flag.
+      {{"--sparsity", "0.5", "--out", "/proc/alps-test/pruned"}, "--out /proc/alps-test/pruned: cannot create", 1},
+      {{"--sparsity", "0.5", "--out", "/proc/pruned"}, "--out /proc/pruned: cannot create /proc/pruned", 1},
+      {{"--sparsity", "0.5", "--calib", "c5"},
+       "--calib c5: neither a calibration dataset (c4) nor a file (did you mean 'c4'?)", 2},
       {{"--sparsity", "0.5", "--seqlen", "4096"}, "exceeds the model's 512 positions", 1},
   };
   std::ofstream(dir / "short.txt") << "Once upon a time.";

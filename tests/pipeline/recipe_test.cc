@@ -261,7 +261,9 @@ TEST(Recipe, SummaryCountsTheExpertsTokens) {
       l.stats["tokens"] = std::vector<int>{12, 0, 40}[static_cast<size_t>(e)];
       r.layers.push_back(l);
     }
+  r.output = "/data/pruned";
   const std::string s = report::summary_text(r);
+  EXPECT_NE(s.find("\npruned checkpoint and report: /data/pruned\n"), std::string::npos) << s;
   EXPECT_NE(s.find("mlp.experts.*.gate_proj"), std::string::npos) << s;
   EXPECT_EQ(s.find("mlp.experts.1."), std::string::npos) << s;
   EXPECT_NE(s.find("experts: 3 saw 0 / 12 / 40 calibration tokens (min / median / max); 1 saw none and were pruned "
