@@ -2,13 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
+
 #include <unordered_map>
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
-#include "alps/io/text_files.h"
 #include "alps/core/py_random.h"
 #include "alps/core/suggest.h"
+#include "alps/io/text_files.h"
 #include "alps/tokenizer/tokenizer.h"
 
 namespace alps::pipeline {

@@ -67,7 +67,8 @@ TEST(PruneCli, BadInputFailsClearlyBeforeAnyWork) {
       {{"--sparsity", "0.5", "--out", "/proc/alps-test/pruned"}, "--out /proc/alps-test/pruned: cannot create", 1},
       {{"--sparsity", "0.5", "--out", "/proc/pruned"}, "--out /proc/pruned: cannot create /proc/pruned", 1},
       {{"--sparsity", "0.5", "--calib", "c5"},
-       "--calib c5: neither a calibration dataset (c4) nor a file (did you mean 'c4'?)", 2},
+       "--calib c5: neither a calibration dataset (c4) nor a file (did you mean 'c4'?)",
+       2},
       {{"--sparsity", "0.5", "--seqlen", "4096"}, "exceeds the model's 512 positions", 1},
   };
   std::ofstream(dir / "short.txt") << "Once upon a time.";
