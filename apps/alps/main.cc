@@ -224,6 +224,44 @@ void log_error(const alps::Error& e) {
 
 }  // namespace alps::cli
 
+namespace {
+
+// For a command line CLI11 refused: the closest subcommand to an unknown first word, or the closest flag of the
+// command to the first unknown flag, as "did you mean ..."; empty when nothing is close.
+std::string closest_command_line_name(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  const CLI::App* command = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("-", 0) == 0) continue;
+    if (std::find(commands.begin(), commands.end(), word) != commands.end()) {
+      command = app.get_subcommand(word);
+      break;
+    }
+    // A first bare word that is no subcommand (a flag's value comes after its flag, which has a dash).
+    if (i == 1 || std::string(argv[i - 1]).rfind("-", 0) != 0) {
+      const std::string near = alps::closest_name(word, commands);
+      return near.empty() ? "" : fmt::format("'{}' is not a subcommand: did you mean `alps {}`?", word, near);
+    }
+  }
+  std::vector<std::string> flags;
+  for (const CLI::App* a : {&app, command})
+    for (const CLI::Option* o : a->get_options())
+      for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
+    const std::string near = alps::closest_name(word, flags);
+    return near.empty() ? "" : fmt::format("{} is not a flag of this command: did you mean {}?", word, near);
+  }
+  return "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   alps::init_logging(alps::LogLevel::kInfo);
   CLI::App app{"alps: one-shot pruning of large language models (ALPS, SparseGPT, Wanda, DSnoT, magnitude)"};
@@ -281,7 +319,10 @@ int main(int argc, char** argv) {
     }
     return runner();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (app.exit(e) == 0) return 0;
+    if (const std::string hint = closest_command_line_name(app, argc, argv); !hint.empty())
+      std::cerr << "alps: " << hint << "\n";
+    return 2;
   } catch (const alps::UsageError& e) {
     alps::cli::log_error(e);
     return 2;

@@ -248,5 +248,26 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   }
 }
 
+// A mistyped subcommand or flag gets CLI11's message and the closest name, and exits 2; nothing close, no guess.
+TEST(Cli, MistypedFlagsAndSubcommandsGetTheClosestName) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"prun", "--model", "m"}, "alps: 'prun' is not a subcommand: did you mean `alps prune`?"},
+      {{"prune", "--model", "m", "--out", "o", "--sparsty", "0.5"},
+       "alps: --sparsty is not a flag of this command: did you mean --sparsity?"},
+      {{"prune", "--model", "m", "--out", "o", "--methd=wanda"},
+       "alps: --methd is not a flag of this command: did you mean --method?"},
+      {{"eval", "--model", "m", "--pp", "wikitext2"}, "did you mean --ppl?"},
+      {{"--vesion"}, "did you mean --version?"},
+  };
+  for (const auto& [args, hint] : cases) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  }
+  const auto far = run_cli({"prune", "--model", "m", "--out", "o", "--zzzzzzzz"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
 }  // namespace
 }  // namespace alps::prune
