@@ -111,9 +111,10 @@ namespace {
 
 // The phases in the order a run goes through them; a phase this list does not know comes after them.
 std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
-  static const std::vector<std::string> kOrder = {"dense_eval", "calibration", "sparsity_profile",
-                                                  "statistics", "solve",       "pruned_forward",
-                                                  "save_state", "eval",        "save"};
+  // A distributed run reduces each block's statistics before its solves and sends the solved weights after them.
+  static const std::vector<std::string> kOrder = {
+      "dense_eval", "calibration",       "sparsity_profile", "statistics", "reduce_statistics", "solve",
+      "broadcast_weights", "pruned_forward", "save_state",       "eval",       "save"};
   std::vector<std::string> out;
   for (const auto& p : kOrder)
     if (seconds.count(p) > 0) out.push_back(p);

@@ -262,7 +262,13 @@ TEST(Recipe, SummaryCountsTheExpertsTokens) {
       r.layers.push_back(l);
     }
   r.output = "/data/pruned";
+  // The phases in run order, a distributed run's among them.
+  r.phase_seconds = {{"save", 1}, {"broadcast_weights", 2}, {"solve", 3}, {"reduce_statistics", 4}, {"statistics", 5}};
   const std::string s = report::summary_text(r);
+  EXPECT_LT(s.find("\nstatistics "), s.find("\nreduce_statistics ")) << s;
+  EXPECT_LT(s.find("\nreduce_statistics "), s.find("\nsolve ")) << s;
+  EXPECT_LT(s.find("\nsolve "), s.find("\nbroadcast_weights ")) << s;
+  EXPECT_LT(s.find("\nbroadcast_weights "), s.find("\nsave ")) << s;
   EXPECT_NE(s.find("\npruned checkpoint and report: /data/pruned\n"), std::string::npos) << s;
   EXPECT_NE(s.find("mlp.experts.*.gate_proj"), std::string::npos) << s;
   EXPECT_EQ(s.find("mlp.experts.1."), std::string::npos) << s;
