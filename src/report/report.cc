@@ -113,8 +113,9 @@ namespace {
 std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
   // A distributed run reduces each block's statistics before its solves and sends the solved weights after them.
   static const std::vector<std::string> kOrder = {
-      "dense_eval", "calibration",       "sparsity_profile", "statistics", "reduce_statistics", "solve",
-      "broadcast_weights", "pruned_forward", "save_state",       "eval",       "save"};
+      "dense_eval", "calibration",       "sparsity_profile", "statistics", "reduce_statistics",
+      "solve",      "broadcast_weights", "pruned_forward",   "save_state", "eval",
+      "save"};
   std::vector<std::string> out;
   for (const auto& p : kOrder)
     if (seconds.count(p) > 0) out.push_back(p);
@@ -159,16 +160,16 @@ Tally tally(const RunReport& r) {
     const int64_t z = static_cast<int64_t>(std::llround(l.sparsity * static_cast<double>(n)));
     t.zeros += z;
     t.solve += l.seconds + l.refine_seconds;
-    const auto dot = l.name.find('.', l.name.find("layers.") + 7);
-    std::string kind = dot == std::string::npos ? l.name : l.name.substr(dot + 1);
     // The experts of a mixture are one kind each of gate, up and down, whatever their index.
-    if (const size_t e = expert_index_at(kind); e != std::string::npos) {
-      const size_t end = kind.find('.', e);
-      kind.replace(e, end - e, "*");
+    std::string name = l.name;
+    if (const size_t e = expert_index_at(name); e != std::string::npos) {
+      const size_t end = name.find('.', e);
       if (const auto tokens = l.stats.find("tokens"); tokens != l.stats.end() && tokens->is_number_integer())
-        t.expert_tokens.emplace(l.name.substr(0, expert_index_at(l.name) + (end - e)), tokens->get<int64_t>());
+        t.expert_tokens.emplace(name.substr(0, end), tokens->get<int64_t>());
+      name.replace(e, end - e, "*");
     }
-    Kind& k = t.by_kind[kind];
+    const auto dot = name.find('.', name.find("layers.") + 7);
+    Kind& k = t.by_kind[dot == std::string::npos ? name : name.substr(dot + 1)];
     if (const auto e = l.rel_error_refined ? l.rel_error_refined : l.rel_error) {
       k.error += *e;
       ++k.measured;
