@@ -26,7 +26,7 @@ struct PruneArgs {
   double sparsity = -1;
   int64_t stop_after = -1;
   int nproc = 0;
-  std::vector<std::string> options, skip;
+  std::vector<std::string> options, structured_options, skip;
   bool overwrite = false, resume = false, eval_dense = false;
 };
 
@@ -37,11 +37,18 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector
   pipeline::Recipe r = a.config.empty() ? pipeline::Recipe{} : pipeline::load_recipe(a.config);
   auto given = [&cmd](const std::string& flag) { return cmd.get_option(flag)->count() > 0; };
   for (const pipeline::RecipeKnob& k : pipeline::recipe_knobs())
-    if (given(k.flag) && k.flag != "--method") std::visit([&](auto field) { r.*field = a.flags.*field; }, k.field);
+    if (given(k.flag) && k.flag != "--method" && k.flag != "--structured-method")
+      std::visit([&](auto field) { r.*field = a.flags.*field; }, k.field);
   if (given("--method")) pipeline::set_method(r, a.flags.method);
+  // A structured method's constants are that method's, as --method's are.
+  if (given("--structured-method") && a.flags.structured_method != r.structured_method) {
+    r.structured_method = a.flags.structured_method;
+    r.structured_options = nlohmann::json::object();
+  }
   if (given("--sparsity")) r.pattern = prune::Pattern::unstructured(a.sparsity);
   if (given("--pattern")) r.pattern = prune::Pattern::parse(a.pattern);
   r.options.update(parse_option_assignments(a.options));
+  r.structured_options.update(parse_option_assignments(a.structured_options));
   for (const auto& s : a.skip) r.skip.push_back(s);
   if (given("--eval")) r.eval = split_list(a.eval);
 
@@ -93,9 +100,13 @@ void add_prune_command(CLI::App& app, Runner& runner, std::vector<std::string> a
     if (!k.choices.empty()) o->check(one_of(k.choices));
     if (k.problem != nullptr) o->check(known_name(k.problem, "NAME"));
     if (k.min) o->check(k.zero_means_default ? zero_or_at_least(*k.min) : int_at_least(*k.min));
+    if (k.fraction) o->check(sparsity_fraction());
     if (std::holds_alternative<uint64_t pipeline::Recipe::*>(k.field)) o->check(uint64_text());
   }
   cmd->add_option("--option", a->options, "Method constant key=value (repeatable), e.g. --option rho0=0.05")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--structured-option", a->structured_options,
+                  "Structured method constant key=value (repeatable), e.g. --structured-option refit=true")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--skip", a->skip, "Glob of linear names left dense (repeatable), e.g. '*.mlp.down_proj'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

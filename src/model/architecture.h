@@ -47,6 +47,8 @@ struct Placement {
 
 /// Weight access for a forward: name -> tensor on the compute device in the compute dtype.
 using WeightFn = std::function<at::Tensor(const std::string&)>;
+/// A stored tensor's shape by its full name.
+using ShapeFn = std::function<std::vector<int64_t>(const std::string&)>;
 
 class Architecture {
  public:
@@ -72,6 +74,17 @@ class Architecture {
   }
   /// hidden -> logits [batch, seq, vocab] in fp32.
   virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
+  /// How `s` units leave block i (`shape` gives a stored tensor's current shape by its full name); the default
+  /// refuses, naming the family.
+  virtual UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const {
+    (void)block, (void)s, (void)shape;
+    return {"alps has no structured-pruning rule for this family"};
+  }
+  /// The config.json fields that the stored shapes give where they differ from the config (CausalLM's).
+  virtual nlohmann::json config_of_shapes(const ShapeFn& shape) const {
+    (void)shape;
+    return nlohmann::json::object();
+  }
   /// Whether `name` belongs to the checkpoint beside the language model (a multimodal model's vision tower): loaded
   /// without a spec, never computed with, written out as it is.
   virtual bool carried(const std::string& name) const {

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
+#include "alps/io/text_files.h"
 #include "model/architecture.h"
 #include "model/stored_weights.h"
 
@@ -277,6 +279,54 @@ void CausalLM::set_tensor(const std::string& name, const at::Tensor& value) {
   adopt_tensor(name, to_host(value, stored_for(name, value, "set_tensor").scalar_type()));
 }
 
+void CausalLM::reshape_tensor(const std::string& name, const at::Tensor& value) {
+  auto it = state_->stored.host.find(name);
+  ALPS_CHECK(it != state_->stored.host.end(), "reshape_tensor: '", name, "' is not part of the checkpoint in ",
+             state_->dir.string());
+  it->second = to_host(value, it->second.scalar_type()).contiguous();
+  if (state_->resident.count(name)) state_->resident[name] = it->second.to(state_->device, state_->dtype);
+}
+
+UnitRule CausalLM::unit_rule(int64_t block, Structure s) const {
+  UnitRule rule = state_->arch->unit_rule(block, s, [this](const std::string& name) { return tensor(name).sizes().vec(); });
+  if (!rule.refusal.empty()) rule.refusal = state_->config.architecture + ": " + rule.refusal;
+  return rule;
+}
+
+std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
+                                              const at::Tensor& consumer_weight) {
+  const UnitRule rule = unit_rule(block, s);
+  ALPS_CHECK(rule.refusal.empty(), rule.refusal);
+  const std::string p = state_->arch->block_prefix(block);
+  // The rows of `width` per unit of each kept unit, in each of `copies` stacked copies of `units` units.
+  auto rows_of = [&](int64_t width, int64_t copies) {
+    std::vector<int64_t> rows;
+    for (int64_t c = 0; c < copies; ++c)
+      for (int64_t u : kept)
+        for (int64_t r = 0; r < width; ++r) rows.push_back((c * rule.units + u) * width + r);
+    return at::tensor(rows, at::kLong);
+  };
+  std::vector<std::string> changed;
+  for (const UnitRows& r : rule.rows) {
+    const std::string name = p + r.tensor;
+    reshape_tensor(name, tensor(name).index_select(0, rows_of(r.width, r.copies)));
+    changed.push_back(name);
+  }
+  const std::string consumer = p + rule.consumer + ".weight";
+  const at::Tensor W = tensor(consumer);
+  ALPS_CHECK(consumer_weight.dim() == 2 && consumer_weight.size(0) == W.size(0) &&
+                 consumer_weight.size(1) == static_cast<int64_t>(kept.size()) * rule.width,
+             "keep_units ", consumer, ": expected [", W.size(0), ", ", kept.size() * rule.width, "], got ",
+             shape_str(consumer_weight.sizes()));
+  reshape_tensor(consumer, consumer_weight);
+  changed.push_back(consumer);
+  return changed;
+}
+
+nlohmann::json CausalLM::config_of_shapes() const {
+  return state_->arch->config_of_shapes([this](const std::string& name) { return tensor(name).sizes().vec(); });
+}
+
 void CausalLM::adopt_tensor(const std::string& name, at::Tensor host) {
   at::Tensor& held = stored_for(name, host, "adopt_tensor");
   ALPS_CHECK(host.is_cpu() && host.scalar_type() == held.scalar_type() && host.is_contiguous(), "adopt_tensor ", name,
@@ -333,7 +383,16 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
 }
 
 std::vector<std::string> CausalLM::write_files(const fs::path& dir, const SaveOptions& options) const {
-  return write_weights(state_->dir, dir, state_->stored, options.max_shard_bytes);
+  std::vector<std::string> written = write_weights(state_->dir, dir, state_->stored, options.max_shard_bytes);
+  const nlohmann::json fields = config_of_shapes();
+  if (!fields.empty()) {  // a structured run: the config states the smaller shapes, its other fields as they were
+    auto config = nlohmann::ordered_json::parse(io::read_text_file(state_->dir / "config.json"));
+    for (const auto& [key, value] : fields.items()) config[key] = value;
+    std::ofstream out(dir / "config.json", std::ios::trunc);
+    out << config.dump(2) << "\n";
+    ALPS_CHECK(out.good(), "cannot write ", (dir / "config.json").string());
+  }
+  return written;
 }
 
 }  // namespace alps::model

@@ -112,7 +112,8 @@ class Llama final : public Architecture {
   at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x, const LinearObserver* observer,
                            BlockCache* cache, const Placement& at) const override {
     const std::string p = block_prefix(i);
-    const int64_t B = x.size(0), T = x.size(1), H = c_.num_heads, KV = c_.num_kv_heads, D = c_.head_dim;
+    const int64_t B = x.size(0), T = x.size(1), D = c_.head_dim;
+    int64_t H = c_.num_heads, KV = c_.num_kv_heads;  // a structured run's pruned blocks hold fewer: their shapes say
     auto observe = [&](const std::string& name, const at::Tensor& in) {
       if (observer != nullptr) (*observer)(name, in);
     };
@@ -137,6 +138,8 @@ class Llama final : public Architecture {
       q = lin("self_attn.q_proj", h, qkv_bias);
       k = lin("self_attn.k_proj", h, qkv_bias);
       v = lin("self_attn.v_proj", h, qkv_bias);
+      H = q.size(-1) / D;
+      KV = k.size(-1) / D;
     }
     if (c_.qk_norm == QkNorm::whole) {
       q = norm(q, "self_attn.q_norm");
@@ -189,7 +192,7 @@ class Llama final : public Architecture {
       at::Tensor m;
       if (c_.fused_projections) {  // gate | up
         const at::Tensor gu = lin("mlp.gate_up_proj", h, c_.mlp_bias);
-        const int64_t f = c_.intermediate_size;
+        const int64_t f = gu.size(-1) / 2;
         m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
       } else {
         m = activation_(lin("mlp.gate_proj", h, c_.mlp_bias)).mul_(lin("mlp.up_proj", h, c_.mlp_bias));
@@ -201,6 +204,72 @@ class Llama final : public Architecture {
       d = lin("mlp.down_proj", m, c_.mlp_bias);
     }
     return out + (post ? norm(d, "post_feedforward_layernorm") : d);
+  }
+
+  UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
+    const std::string p = block_prefix(block);
+    UnitRule rule;
+    auto follow = [&](const std::string& linear, bool bias, int64_t width, int64_t copies = 1) {
+      rule.rows.push_back({linear + ".weight", width, copies});
+      if (bias) rule.rows.push_back({linear + ".bias", width, copies});
+    };
+    if (s == Structure::neurons) {
+      // Mixtral's intermediate_size is each expert's, Qwen-MoE's dense layers' another: one field, two meanings.
+      if (c_.moe) return {"its MLPs are mixtures of experts; alps removes the neurons of dense MLPs only"};
+      rule.consumer = "mlp.down_proj";
+      rule.units = shape(p + "mlp.down_proj.weight")[1];
+      if (c_.fused_projections) {
+        follow("mlp.gate_up_proj", c_.mlp_bias, 1, 2);
+      } else {
+        follow("mlp.gate_proj", c_.mlp_bias, 1);
+        follow("mlp.up_proj", c_.mlp_bias, 1);
+      }
+      return rule;
+    }
+    if (c_.fused_projections) return {"its attention is one fused qkv_proj; alps removes heads of separate q, k, v"};
+    // Normalised over every head at once, the kept heads' queries and keys would change with the removed ones.
+    if (c_.qk_norm == QkNorm::whole) return {"its q_norm and k_norm normalise all heads together"};
+    const int64_t D = c_.head_dim, H = shape(p + "self_attn.q_proj.weight")[0] / D,
+                  KV = shape(p + "self_attn.k_proj.weight")[0] / D;
+    const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
+    rule.consumer = "self_attn.o_proj";
+    if (s == Structure::heads) {  // the same count from each key/value group: the groups stay equal
+      rule.units = H;
+      rule.width = D;
+      rule.parts = KV;
+      follow("self_attn.q_proj", qkv_bias, D);
+    } else {  // whole key/value groups with their query heads
+      rule.units = KV;
+      rule.width = H / KV * D;
+      follow("self_attn.q_proj", qkv_bias, H / KV * D);
+      follow("self_attn.k_proj", qkv_bias, D);
+      follow("self_attn.v_proj", qkv_bias, D);
+    }
+    return rule;
+  }
+
+  nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
+    nlohmann::json fields = nlohmann::json::object();
+    if (c_.fused_projections || c_.moe) return fields;  // no structured rule changes them
+    std::optional<int64_t> f, H, KV;
+    auto agree = [&](std::optional<int64_t>& seen, int64_t value, const char* what, int64_t block) {
+      ALPS_CHECK(!seen || *seen == value, "block ", block, " has ", value, " ", what, ", block 0 ", *seen,
+                 ": a config.json states one count for every block");
+      seen = value;
+    };
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      const std::string p = block_prefix(i);
+      agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);
+      agree(H, shape(p + "self_attn.q_proj.weight")[0] / c_.head_dim, "query heads", i);
+      agree(KV, shape(p + "self_attn.k_proj.weight")[0] / c_.head_dim, "key/value heads", i);
+    }
+    if (*f != c_.intermediate_size) fields["intermediate_size"] = *f;
+    if (*H != c_.num_heads || *KV != c_.num_kv_heads) {
+      fields["num_attention_heads"] = *H;
+      fields["num_key_value_heads"] = *KV;
+      fields["head_dim"] = c_.head_dim;  // no longer hidden_size / num_attention_heads
+    }
+    return fields;
   }
 
   bool cache_exact(int64_t length) const override { return rope_.cache_exact(length); }

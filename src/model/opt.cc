@@ -116,6 +116,26 @@ class Opt final : public Architecture {
     return out;
   }
 
+  UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
+    // transformers' OPT takes head_dim as hidden_size / num_attention_heads: fewer heads is no OPT config.
+    if (s != Structure::neurons) return {"its config has no head_dim: its heads are hidden_size / num_attention_heads"};
+    UnitRule rule;
+    rule.consumer = "fc2";
+    rule.units = shape(block_prefix(block) + "fc2.weight")[1];
+    rule.rows.push_back({"fc1.weight"});
+    if (c_.enable_bias) rule.rows.push_back({"fc1.bias"});
+    return rule;
+  }
+
+  nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
+    const int64_t f = shape(block_prefix(0) + "fc2.weight")[1];
+    for (int64_t i = 1; i < c_.num_layers; ++i)
+      ALPS_CHECK(shape(block_prefix(i) + "fc2.weight")[1] == f, "block ", i, " has ",
+                 shape(block_prefix(i) + "fc2.weight")[1], " MLP neurons, block 0 ", f,
+                 ": a config.json states one count for every block");
+    return f == c_.intermediate_size ? nlohmann::json::object() : nlohmann::json{{"ffn_dim", f}};
+  }
+
   at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
     at::Tensor h = hidden;
     // transformers drops the decoder's final LayerNorm for post-LN models (OPT-350M).

@@ -52,6 +52,15 @@ const at::Tensor& LayerStats::gram() const {
   return G_;
 }
 
+void LayerStats::keep_inputs(const at::Tensor& cols) {
+  const at::Tensor c = cols.to(G_.device());
+  G_ = gram().index_select(0, c).index_select(1, c).contiguous();
+  sum_ = sum_.index_select(0, c);
+  sequence_sq_ = sequence_sq_.index_select(0, c);
+  in_ = c.numel();
+  shared_ = std::make_shared<prune::SharedFactors>();
+}
+
 void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& what) {
   if (group.size() == 1) return;
   // The whole of G goes (add() fills its lower triangle; packing one would cost a copy of its own); the owner's

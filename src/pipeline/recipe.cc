@@ -13,6 +13,7 @@
 #include "alps/prune/method.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/structured.h"
 
 namespace alps::pipeline {
 
@@ -97,6 +98,19 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Mixtures of experts: each expert's statistics from the tokens routed to it (routed) or from every "
                  "token, the block's output still routed (all)",
                  &Recipe::moe_calibration, {"routed", "all"}});
+    k.push_back({"remove_neurons", false, "--remove-neurons",
+                 "Structured: the fraction of every block's MLP neurons removed (the same count in each block), before "
+                 "any --sparsity or --pattern of what stays", &Recipe::remove_neurons});
+    k.push_back({"remove_heads", false, "--remove-heads",
+                 "Structured: the fraction of every block's query heads removed (see --head-rule)",
+                 &Recipe::remove_heads});
+    k.push_back({"head_rule", false, "--head-rule",
+                 "How --remove-heads removes: within-groups (the same count of query heads from each key/value group) "
+                 "or whole-groups (key/value groups with their query heads)",
+                 &Recipe::head_rule, {"within-groups", "whole-groups"}});
+    k.push_back({"structured_method", false, "--structured-method",
+                 "Structured: how the kept neurons and heads are chosen (`alps methods` lists them)",
+                 &Recipe::structured_method, prune::unit_method_names()});
     k.push_back({"device", false, "--device", "Compute device: auto, cpu or cuda[:index]", &Recipe::device, {},
                  std::nullopt, false, device_name_problem});
     k.push_back({"dtype", false, "--dtype",
@@ -141,6 +155,8 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"dist_timeout", false, "--dist-timeout",
                  "Distributed runs: seconds a rank waits for the others before it stops with an error",
                  &Recipe::dist_timeout, {}, 1});
+    for (const char* key : {"remove_neurons", "remove_heads"})
+      std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->fraction = true;
     for (const char* key : {"device", "batch_size", "solve_streams", "stats_device", "eval_seqlen", "eval_max_windows",
                             "eval_limit", "dist_backend", "dist_split", "dist_timeout"})
       std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->affects_result = false;
@@ -160,6 +176,9 @@ void check_recipe(const Recipe& r, const std::string& origin) {
         ALPS_USAGE_CHECK(std::find(k.choices.begin(), k.choices.end(), value) != k.choices.end(), origin, ": \"",
                          k.path(), "\" must be one of ", join_names(k.choices), ", got '", value, "'",
                          did_you_mean(value, k.choices));
+      } else if constexpr (std::is_floating_point_v<T>) {
+        ALPS_USAGE_CHECK(!k.fraction || (value >= 0 && value < 1), origin, ": \"", k.path(),
+                         "\" must be a fraction in [0, 1), got ", value);
       } else if constexpr (std::is_signed_v<T>) {
         if (!k.min || value >= *k.min || (k.zero_means_default && value == 0)) return;
         ALPS_USAGE_FAIL(origin, ": \"", k.path(), "\" must be ", k.zero_means_default ? "0 (the default) or " : "",
@@ -189,6 +208,10 @@ Recipe read_recipe_fields(const json& j, const std::string& origin) {
   cf.finish();
   if (auto p = pattern_of(f, origin)) r.pattern = *p;
   r.options = options_of(f, origin);
+  if (const json* o = f.get("structured_options")) {
+    ALPS_CHECK(o->is_object(), origin, ": \"structured_options\" must be an object");
+    r.structured_options = *o;
+  }
   f.read("skip", r.skip);
   if (const json* overrides = f.get("overrides")) {
     ALPS_CHECK(overrides->is_array(), origin, ": \"overrides\" must be an array");
@@ -246,7 +269,7 @@ json recipe_to_json(const Recipe& r) {
     overrides.push_back(x);
   }
   json out = {{"options", r.options}, {"skip", r.skip},         {"overrides", overrides},
-              {"eval", r.eval},       {"calibration", json::object()}};
+              {"eval", r.eval},       {"calibration", json::object()}, {"structured_options", r.structured_options}};
   // As prune::Pattern writes it, so that 0.50 and 0.5 are one recipe (a resumed run compares them); none given yet:
   // reading it back gives none.
   if (r.pattern) out["pattern"] = r.pattern->str();

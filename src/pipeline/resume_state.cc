@@ -90,7 +90,8 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                              {"layers", s.layers},
                              {"phase_seconds", s.phase_seconds},
                              {"calibration", s.calibration},
-                             {"sparsity_profile", s.sparsity_profile}}
+                             {"sparsity_profile", s.sparsity_profile},
+                             {"units", s.units}}
                             .dump(1),
                         io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
@@ -138,6 +139,7 @@ ResumeState StateDir::load(bool tidy) const {
     s.calibration = doc.at("calibration");
     s.has_inputs = doc.value("inputs", true);
     s.sparsity_profile = doc.value("sparsity_profile", json());
+    s.units = doc.value("units", json::array());
     s.input_shards = doc.value("input_shards", std::vector<std::pair<int64_t, int64_t>>{});
   } catch (const json::exception& e) {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");

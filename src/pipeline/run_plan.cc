@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
@@ -75,26 +76,75 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
     // even by methods that read no statistics.
     needs_calibration = true;
   }
+  plan_unit_steps(m, r);
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     std::vector<LayerJob> jobs;
     for (const auto& linear : m.linear_names(b)) {
-      jobs.push_back(make_job(m, r, m.weight_name(b, linear)));
+      jobs.push_back(make_job(m, r, m.weight_name(b, linear), linear));
       needs_calibration = needs_calibration || jobs.back().needs_statistics();
     }
     blocks_.push_back(std::move(jobs));
   }
 }
 
-LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight) {
+void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
+  struct Ask {
+    double fraction;
+    model::Structure structure;
+    const char* flag;
+  };
+  std::vector<Ask> asks;
+  if (r.remove_heads > 0)
+    asks.push_back({r.remove_heads,
+                    r.head_rule == "whole-groups" ? model::Structure::kv_groups : model::Structure::heads,
+                    "--remove-heads"});
+  if (r.remove_neurons > 0) asks.push_back({r.remove_neurons, model::Structure::neurons, "--remove-neurons"});
+  if (asks.empty()) return;
+  unit_method_ = prune::make_unit_method(r.structured_method, r.structured_options);
+  ALPS_USAGE_CHECK(r.sparsity_profile != "owl", "--sparsity-profile owl counts the zeros of each block on its dense "
+                   "shapes; with --remove-neurons or --remove-heads use --sparsity-profile uniform");
+  for (const Ask& a : asks) {
+    const model::UnitRule rule = m.unit_rule(0, a.structure);
+    ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", rule.refusal);
+    for (int64_t b = 1; b < m.num_blocks(); ++b) {
+      const model::UnitRule other = m.unit_rule(b, a.structure);
+      ALPS_USAGE_CHECK(other.refusal.empty(), a.flag, ": block ", b, ": ", other.refusal);
+      ALPS_USAGE_CHECK(other.units == rule.units && other.parts == rule.parts, a.flag, ": block ", b, " has ",
+                       other.units, " units where block 0 has ", rule.units, "; the output's config states one count");
+    }
+    const int64_t per_part = rule.units / rule.parts;
+    const char* what = a.structure == model::Structure::neurons ? "MLP neurons"
+                       : a.structure == model::Structure::heads ? "query heads of each key/value group"
+                                                                : "key/value groups";
+    const double exact = a.fraction * static_cast<double>(per_part);
+    const auto removed = static_cast<int64_t>(std::llround(exact));
+    ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what, " removes none: give at least ",
+                     1.0 / static_cast<double>(per_part));
+    ALPS_USAGE_CHECK(removed < per_part, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves none");
+    // A neuron more or less is rounding; a head is a twelfth of a group or more.
+    ALPS_USAGE_CHECK(a.structure == model::Structure::neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1,
+                     a.flag, " ", a.fraction, " of ", per_part, " ", what, " is ", exact,
+                     " of them: whole ones go; give a multiple of 1/", per_part);
+    unit_steps.push_back({a.structure, a.flag, rule.consumer, rule.units, rule.parts, per_part - removed, rule.width});
+  }
+  needs_calibration = true;
+}
+
+LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight,
+                           const std::string& linear) {
   LayerJob j;
   j.weight = weight;
   j.name = strip_weight(weight);
   const LayerPlan plan = plan_for(r, j.name);
   j.skip = plan.skip;
   if (j.skip) return j;
+  const bool some_rule_has_one =
+      std::any_of(r.overrides.begin(), r.overrides.end(), [](const LayerRule& o) { return o.pattern.has_value(); });
+  if (!plan.pattern && !unit_steps.empty() && !some_rule_has_one) {  // structured pruning alone
+    j.skip = true;
+    return j;
+  }
   if (!plan.pattern) {
-    const bool some_rule_has_one =
-        std::any_of(r.overrides.begin(), r.overrides.end(), [](const LayerRule& o) { return o.pattern.has_value(); });
     ALPS_USAGE_CHECK(some_rule_has_one, "no sparsity or pattern given: pass --sparsity S (e.g. 0.7) or --pattern N:M "
                      "(e.g. 2:4)");
     ALPS_USAGE_FAIL("the recipe's overrides give a sparsity or pattern to some layers but not to ", j.name,
@@ -104,7 +154,10 @@ LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std:
     j.pattern = plan.pattern;
     j.follows_profile = !plan.pattern_overridden;
     const auto& w = m.tensor(weight);
-    j.pattern->check_shape(w.size(0), w.size(1));
+    int64_t in = w.size(1);  // what the structured steps leave of the consumer's input
+    for (const UnitStep& u : unit_steps)
+      if (u.consumer == linear) in = u.keep * u.parts * u.width;
+    j.pattern->check_shape(w.size(0), in);
     j.method = plan.method;
     j.solver = &method(plan.method, plan.options);
     j.refine = prune::parse_refine(plan.refine);

@@ -48,6 +48,7 @@ void RunState::write_into(report::RunReport& r) const {
   r.layers = layers;
   r.phase_seconds = phases.seconds();
   r.extra["calibration"] = calibration;
+  if (!units.empty()) r.extra["structured"]["blocks"] = units;
 }
 
 void log_layer(const report::LayerReport& lr, const std::string& linear, int64_t blocks_total) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "alps/core/device.h"
@@ -26,6 +27,7 @@
 #include "alps/pipeline/schedule.h"
 #include "alps/pipeline/sparsity_profile.h"
 #include "alps/pipeline/state_writer.h"
+#include "alps/pipeline/unit_removal.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "job_checks.h"
 #include "run_end.h"
@@ -84,10 +86,16 @@ class PruneRun {
     for (const auto& l : s.layers) state_.layers.push_back(report::layer_from_json(l));
     state_.phases.restore(s.phase_seconds);
     state_.calibration = s.calibration;
+    state_.units = s.units;
     profile_.restore(s.sparsity_profile);
     if (exchange_.writes_output())  // the others never read finished blocks (Exchange::retire)
       for (int64_t b = 0; b < s.next_block; ++b)
-        for (const auto& [name, w] : dir_.load_block(b)) m_.set_tensor(name, w);
+        for (const auto& [name, w] : dir_.load_block(b)) {
+          if (plan_.unit_steps.empty())
+            m_.set_tensor(name, w);
+          else  // structured steps left these blocks smaller
+            m_.reshape_tensor(name, w);
+        }
     activations_.restore([&](int64_t first, int64_t end) { return dir_.load_inputs(s, first, end); });
     if (!state_.finished())
       spdlog::info("resuming at {}", state_.block_name(s.next_block));
@@ -105,6 +113,7 @@ class PruneRun {
       const std::string block = state_.block_name(b);
       m_.load_block(b);
       BlockStats stats = activations_.observe(b);
+      const std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, state_.phases, state_.units);
       const std::vector<LayerJob> jobs = profile_.jobs(b);
       const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
@@ -118,7 +127,7 @@ class PruneRun {
       writer_wait();  // the pruned pass overwrites the inputs being saved
       activations_.forward(b);
       m_.unload_block(b);
-      save(finish_block(b, outcomes));
+      save(finish_block(b, outcomes, reshaped));
       progress.step(state_.next_block, fmt::format("({} linears)", jobs.size()));
     }
   }
@@ -143,13 +152,18 @@ class PruneRun {
     activations_.embed(ids);
   }
 
-  // Block b is done: its reports join the run's, and ranks that write no output drop its weights; returns them.
-  std::vector<std::pair<std::string, at::Tensor>> finish_block(int64_t b, std::vector<Outcome>& outcomes) {
+  // Block b is done: its reports join the run's, and ranks that write no output drop its weights; returns them (the
+  // solved ones and those its structured steps `reshaped`).
+  std::vector<std::pair<std::string, at::Tensor>> finish_block(int64_t b, std::vector<Outcome>& outcomes,
+                                                               const std::vector<std::string>& reshaped) {
     std::vector<std::pair<std::string, at::Tensor>> pruned;
+    std::set<std::string> names;
     for (Outcome& o : outcomes) {
-      if (!o.report.skipped) pruned.emplace_back(o.weight, m_.tensor(o.weight));
+      if (!o.report.skipped && names.insert(o.weight).second) pruned.emplace_back(o.weight, m_.tensor(o.weight));
       state_.layers.push_back(std::move(o.report));
     }
+    for (const std::string& name : reshaped)
+      if (names.insert(name).second) pruned.emplace_back(name, m_.tensor(name));
     state_.next_block = b + 1;
     exchange_.retire(m_, pruned);
     return pruned;
@@ -164,6 +178,7 @@ class PruneRun {
     for (const auto& l : state_.layers) s.layers.push_back(report::to_json(l));
     s.phase_seconds = state_.phases.seconds();
     s.calibration = state_.calibration;
+    s.units = state_.units;
     s.sparsity_profile = profile_.to_json();
     s.input_shards = exchange_.input_shards(r_.nsamples);
     // After the last block nothing reads its outputs (the evaluation runs the whole model on its own windows): the
@@ -185,6 +200,14 @@ class PruneRun {
   SolveSettings settings_;
   World world_;
 };
+
+// Bytes of the checkpoint's weight files.
+int64_t weight_bytes(const fs::path& model_dir) {
+  int64_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(model_dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += static_cast<int64_t>(e.file_size());
+  return bytes;
+}
 
 // The run's report: what was asked, what each block's linears became, and where the time and memory went.
 report::RunReport report_of(const PruneJob& job, const PruneRun& run, const json& memory,
@@ -246,6 +269,10 @@ std::unique_ptr<RunPlan> checked_plan(const PruneJob& job, const model::CausalLM
                                       dist::Group& group) {
   return on_every_rank(group, "checking the job", [&] {
     auto plan = validate_with(job, m, tok, /*first=*/group.rank() == 0);
+    // Every rank would have to take the same units before the solves: not built yet.
+    ALPS_USAGE_CHECK(plan->unit_steps.empty() || group.size() == 1, plan->unit_steps.empty() ? "" :
+                     plan->unit_steps.front().flag, ": structured pruning runs in one process; drop --nproc (or "
+                     "start one rank)");
     ALPS_USAGE_CHECK(!plan->needs_calibration || job.recipe.nsamples >= group.size(), "--nsamples ",
                      job.recipe.nsamples, " calibration windows cannot be shared among ", group.size(),
                      " ranks (WORLD_SIZE): give at least one window per rank");
@@ -277,6 +304,7 @@ report::RunReport run_prune_on(const PruneJob& given, const dist::Launch& launch
   const std::unique_ptr<OutputDir> out = open_output(job, exchange, resume);
   StateDir dir(normalize_output_path(job.out_dir) / kStateDir);
   exchange.share_state(dir);
+  const int64_t parameters_before = m.num_parameters();
   PruneRun run(job, m, *tok, *plan, exchange, dir, state);
   const json memory = memory_estimate(m, *plan, run.windows(), job.recipe.batch_size);
   log_memory_estimate(memory, plan->device);
@@ -292,6 +320,9 @@ report::RunReport run_prune_on(const PruneJob& given, const dist::Launch& launch
     prune(run, job, *plan, exchange, dir, out.get(), resume);
   });
   report::RunReport rep = report_of(job, run, memory, exchange.describe(launch, state.next_block));
+  if (!plan->unit_steps.empty())
+    describe_unit_steps(*plan, job.recipe.structured_options, parameters_before, m.num_parameters(),
+                        weight_bytes(job.model_dir), rep.extra["structured"]);
   record_peak_memory(rep.extra, plan->device);
   add_dense_evaluation(rep, dense);
   if (!state.finished()) {

@@ -113,7 +113,7 @@ namespace {
 std::vector<std::string> phases_in_run_order(const std::map<std::string, double>& seconds) {
   // A distributed run reduces each block's statistics before its solves and sends the solved weights after them.
   static const std::vector<std::string> kOrder = {
-      "dense_eval", "calibration",       "sparsity_profile", "statistics", "reduce_statistics",
+      "dense_eval", "calibration",       "sparsity_profile", "statistics", "structured", "reduce_statistics",
       "solve",      "broadcast_weights", "pruned_forward",   "save_state", "eval",
       "save"};
   std::vector<std::string> out;
@@ -261,6 +261,38 @@ std::string profile_table(const RunReport& r) {
   return out;
 }
 
+// A structured run: what each step kept in every block, the mean error of its choice, and the model before and
+// after (parameters; the weight files, once written).
+std::string structured_table(const RunReport& r) {
+  if (!r.extra.contains("structured")) return "";
+  const json& s = r.extra.at("structured");
+  std::string out = fmt::format("\nstructured ({}):\n", s.value("method", ""));
+  for (const json& step : s.value("steps", json::array())) {
+    double error = 0;
+    int n = 0;
+    for (const json& b : s.value("blocks", json::array()))
+      if (b.value("structure", "") == step.value("structure", "")) {
+        error += b.value("rel_error", 0.0);
+        ++n;
+      }
+    out += fmt::format("  {:<10} kept {} of {} in every block ({}), mean err {:.4e}\n", step.value("structure", ""),
+                       step.value("kept", 0), step.value("units", 0), step.value("flag", ""), n > 0 ? error / n : 0.0);
+  }
+  if (s.contains("parameters")) {
+    const json& p = s.at("parameters");
+    const auto before = p.value("before", int64_t{0}), after = p.value("after", int64_t{0});
+    out += fmt::format("  parameters {:.2f}M -> {:.2f}M ({:.1f}%)\n", before / 1e6, after / 1e6,
+                       before > 0 ? 100.0 * static_cast<double>(after) / static_cast<double>(before) : 0.0);
+  }
+  int64_t written = 0;
+  for (const json& f : r.files)
+    if (f.value("name", "").find(".safetensors") != std::string::npos) written += f.value("bytes", int64_t{0});
+  if (s.contains("weight_bytes_before") && written > 0)
+    out += fmt::format("  weight files {:.1f} MB -> {:.1f} MB\n", s.at("weight_bytes_before").get<int64_t>() / 1e6,
+                       written / 1e6);
+  return out;
+}
+
 // The phases in run order and their total, beside the time of the layer solves within them.
 std::string phase_table(const RunReport& r, double solve) {
   std::string out = fmt::format("\n{:<24} {:>10}\n", "phase", "seconds");
@@ -314,7 +346,8 @@ std::string eval_table(const RunReport& r) {
 
 std::string summary_text(const RunReport& r) {
   const Tally t = tally(r);
-  return description(r, t) + "\n" + kind_table(t) + expert_line(t) + profile_table(r) + phase_table(r, t.solve) +
+  return description(r, t) + "\n" + kind_table(t) + expert_line(t) + structured_table(r) + profile_table(r) +
+         phase_table(r, t.solve) +
          eval_table(r) + (r.output.empty() ? "" : "\npruned checkpoint and report: " + r.output + "\n");
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,30 @@ using TensorMap = std::map<std::string, at::Tensor>;
 /// Sees the input of every prunable linear during a block forward: the linear's short name ("self_attn.q_proj")
 /// and its input activations [batch, seq, in] on the compute device.
 using LinearObserver = std::function<void(const std::string& linear, const at::Tensor& input)>;
+
+/// What structured pruning removes from a block (docs/structured.md): MLP neurons, query heads (the same count from
+/// each key/value group), or whole key/value groups with their query heads.
+enum class Structure { neurons, heads, kv_groups };
+
+/// A tensor of a block whose rows follow the removed units: `width` rows per unit, in `copies` stacked copies (a
+/// fused gate_up_proj holds the gate's rows, then the up's).
+struct UnitRows {
+  std::string tensor;  ///< short name in the block, "mlp.gate_proj.weight"
+  int64_t width = 1;
+  int64_t copies = 1;
+};
+
+/// How one kind of unit leaves block i: the linear whose input columns the units are (`width` columns each, in
+/// `parts` equal consecutive parts that must keep equal counts), and the tensors whose rows follow them. A family
+/// or block without such a rule says why in `refusal`.
+struct UnitRule {
+  std::string refusal;   ///< non-empty: this kind of unit cannot be removed here, and why
+  std::string consumer;  ///< short linear name, "mlp.down_proj"
+  int64_t units = 0;
+  int64_t width = 1;
+  int64_t parts = 1;
+  std::vector<UnitRows> rows;
+};
 
 struct SaveOptions {
   /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
@@ -94,6 +119,17 @@ class CausalLM {
   /// max_position_embeddings): recompute from an empty cache there.
   bool cache_exact(int64_t length) const;
 
+  /// How `s` units leave block i as its tensors are now (the count of units read from their shapes).
+  UnitRule unit_rule(int64_t block, Structure s) const;
+  /// Keeps `kept` (ascending) of block i's units of kind `s`: their rows of every tensor that follows them, and
+  /// `consumer_weight` [out, kept * width] as the consumer linear's weight. Returns the names of the tensors changed.
+  std::vector<std::string> keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
+                                      const at::Tensor& consumer_weight);
+  /// The config.json fields that the stored tensors' shapes give where they differ from config.json (a structured
+  /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim); empty when none does. Throws if
+  /// the blocks disagree, which no standard config can state.
+  nlohmann::json config_of_shapes() const;
+
   /// Number of stored parameters (tied weights counted once).
   int64_t num_parameters() const;
 
@@ -101,6 +137,8 @@ class CausalLM {
   at::Tensor tensor(const std::string& name) const;
   /// Replaces a weight (same shape; stored on the host in the checkpoint dtype, resident copy refreshed).
   void set_tensor(const std::string& name, const at::Tensor& value);
+  /// set_tensor for a tensor whose shape structured pruning changed (keep_units; a resumed run's saved blocks).
+  void reshape_tensor(const std::string& name, const at::Tensor& value);
   /// set_tensor for a value handed over: `host`, a contiguous host tensor in the checkpoint's dtype that nothing else
   /// writes, is kept as it is, without a copy.
   void adopt_tensor(const std::string& name, at::Tensor host);

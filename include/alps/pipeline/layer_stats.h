@@ -40,6 +40,9 @@ class LayerStats {
   /// The statistics of `members`' rank 0 (the owner after reduce_to) to every member: the ranks that solve parts of
   /// this input's linears (schedule.h) each solve with the whole layer's.
   void share_among(dist::Group& members, const std::string& what);
+  /// Keeps the statistics of input columns `cols` only (int64, ascending): what a structured step leaves of the input
+  /// (docs/structured.md). The factors shared by the linears reading the input start afresh.
+  void keep_inputs(const at::Tensor& cols);
   /// What the solves of the linears reading this input share (their G is this one).
   const std::shared_ptr<prune::SharedFactors>& shared_factors() const { return shared_; }
 

@@ -37,6 +37,14 @@ struct Recipe {
   /// What a mixture of experts shows each expert's linears for their statistics: "routed" (the tokens the router
   /// sends it) or "all" (every token; the block's output stays the routed one).
   std::string moe_calibration = "routed";
+  /// Structured pruning before the rest (docs/structured.md): the fractions of each block's MLP neurons and of its
+  /// query heads removed (0: none), how heads go (within-groups: the same count from each key/value group;
+  /// whole-groups: key/value groups with their query heads), and the method that chooses them, with its constants.
+  double remove_neurons = 0;
+  double remove_heads = 0;
+  std::string head_rule = "within-groups";
+  std::string structured_method = "osscar";
+  nlohmann::json structured_options = nlohmann::json::object();
   std::vector<std::string> skip;  ///< globs of linears left dense
   std::vector<LayerRule> overrides;
   std::string device = "auto";
@@ -77,6 +85,7 @@ struct RecipeKnob {
   std::vector<std::string> choices = {};      ///< the values a string knob takes (empty: any)
   std::optional<int64_t> min = std::nullopt;  ///< the smallest value of an integer knob
   bool zero_means_default = false;            ///< 0 is allowed too, meaning "the default"
+  bool fraction = false;                      ///< a number knob that takes [0, 1)
   /// What is wrong with a string knob's value, "" if nothing (names read elsewhere: devices, dtypes).
   std::string (*problem)(std::string_view) = nullptr;
   /// Whether the pruned weights depend on it. Those that do not (where and in what batches the passes run, which

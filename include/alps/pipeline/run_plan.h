@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "alps/model/causal_lm.h"
 #include "alps/model/config.h"
 #include "alps/pipeline/recipe.h"
 #include "alps/pipeline/schedule.h"
@@ -19,6 +20,7 @@
 #include "alps/prune/owl.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/refit.h"
+#include "alps/prune/structured.h"
 
 namespace alps::model {
 class CausalLM;
@@ -39,6 +41,16 @@ struct LayerJob {
   prune::Refine refine = prune::Refine::kNone;
   /// Whether the solve reads calibration statistics (the method's, or a refit's).
   bool needs_statistics() const { return !skip && (solver->needs_statistics() || refine != prune::Refine::kNone); }
+};
+
+/// One structured step of every block (docs/structured.md): a kind of unit, the flag that asked for it, and what
+/// each block has and keeps: `units` in `parts` equal parts, each part keeping `keep`; the consumer linear's input
+/// columns come `width` per unit.
+struct UnitStep {
+  model::Structure structure = model::Structure::neurons;
+  std::string flag;
+  std::string consumer;
+  int64_t units = 0, parts = 1, keep = 0, width = 1;
 };
 
 class RunPlan {
@@ -70,9 +82,16 @@ class RunPlan {
   bool needs_calibration = false;
   /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).
   std::optional<prune::OwlOptions> owl;
+  /// --remove-heads, then --remove-neurons, as each block takes them before its unstructured solves; empty: none.
+  std::vector<UnitStep> unit_steps;
+  /// --structured-method with its constants, built when some step asks for it.
+  const prune::UnitMethod* unit_method() const { return unit_method_.get(); }
 
  private:
-  LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight);
+  LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight, const std::string& linear);
+  void plan_unit_steps(const model::CausalLM& m, const Recipe& r);
+
+  std::unique_ptr<prune::UnitMethod> unit_method_;
   const prune::Method& method(const std::string& name, const nlohmann::json& options);
 
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;

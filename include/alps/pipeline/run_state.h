@@ -54,6 +54,7 @@ struct RunState {
   int64_t blocks_total = 0;
   std::vector<report::LayerReport> layers;  ///< of the finished blocks, in block order
   nlohmann::json calibration = nlohmann::json::object();  ///< where the windows came from
+  nlohmann::json units = nlohmann::json::array();  ///< the structured steps of the finished blocks (unit_removal.h)
   Phases phases;
 
   bool finished() const { return next_block >= blocks_total; }

@@ -1,0 +1,92 @@
+#include "alps/pipeline/unit_removal.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "alps/core/error.h"
+#include "alps/core/log.h"
+#include "alps/model/causal_lm.h"
+#include "alps/pipeline/layer_stats.h"
+#include "alps/pipeline/run_plan.h"
+#include "alps/pipeline/run_state.h"
+#include "alps/prune/structured.h"
+
+namespace alps::pipeline {
+
+std::string structure_name(model::Structure s) {
+  switch (s) {
+    case model::Structure::neurons:
+      return "neurons";
+    case model::Structure::heads:
+      return "heads";
+    case model::Structure::kv_groups:
+      return "kv_groups";
+  }
+  return "?";
+}
+
+std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::CausalLM& m, BlockStats& stats,
+                                      Phases& phases, nlohmann::json& reports) {
+  std::vector<std::string> changed;
+  const int64_t blocks = m.num_blocks();
+  for (const UnitStep& u : plan.unit_steps) {
+    const std::string kind = structure_name(u.structure);
+    const auto phase = phases.enter("structured", fmt::format("choosing the {} of block {}/{}", kind, b + 1, blocks));
+    const std::string weight = m.weight_name(b, u.consumer);
+    LayerStats& s = stats.at(u.consumer);
+    prune::UnitProblem p;
+    p.W0 = m.tensor(weight).to(plan.device).to(at::kFloat);
+    p.G = s.gram().to(plan.device);
+    p.width = u.width;
+    p.parts = u.parts;
+    p.keep = u.keep;
+    p.name = weight;
+    const auto t0 = std::chrono::steady_clock::now();
+    prune::UnitSolution sol;
+    try {
+      sol = plan.unit_method()->solve(p);
+    } catch (const Error& e) {
+      ALPS_FAIL("block ", b + 1, "/", blocks, " ", u.consumer, ": ", e.what());
+    }
+    const double seconds = seconds_since(t0);
+    const double error = prune::unit_relative_error(p, sol);
+    for (std::string& name : m.keep_units(b, u.structure, sol.kept, sol.W.cpu())) changed.push_back(std::move(name));
+    s.keep_inputs(prune::unit_columns(sol.kept, u.width, at::kCPU));
+    const auto kept = static_cast<int64_t>(sol.kept.size());
+    reports.push_back({{"block", b},
+                       {"linear", weight.substr(0, weight.size() - std::string(".weight").size())},
+                       {"structure", kind},
+                       {"units", u.units},
+                       {"kept", kept},
+                       {"kept_units", sol.kept},
+                       {"method", std::string(plan.unit_method()->name())},
+                       {"rel_error", error},
+                       {"seconds", seconds},
+                       {"stats", sol.stats}});
+    spdlog::info("block {}/{} {}: kept {} of {} {} ({}, err {:.4e}, {:.2f}s)", b + 1, blocks, u.consumer, kept,
+                 u.units, kind, plan.unit_method()->name(), error, seconds);
+  }
+  return changed;
+}
+
+void describe_unit_steps(const RunPlan& plan, const nlohmann::json& options, int64_t parameters_before,
+                         int64_t parameters_after, int64_t weight_bytes_before, nlohmann::json& structured) {
+  structured["method"] = std::string(plan.unit_method()->name());
+  structured["options"] = options;
+  nlohmann::json steps = nlohmann::json::array();
+  for (const UnitStep& u : plan.unit_steps)
+    steps.push_back({{"structure", structure_name(u.structure)},
+                     {"flag", u.flag},
+                     {"linear", u.consumer},
+                     {"units", u.units},
+                     {"parts", u.parts},
+                     {"kept", u.keep * u.parts}});
+  structured["steps"] = steps;
+  structured["parameters"] = {{"before", parameters_before}, {"after", parameters_after}};
+  structured["weight_bytes_before"] = weight_bytes_before;
+}
+
+}  // namespace alps::pipeline
