@@ -204,8 +204,19 @@ std::string description(const RunReport& r, const Tally& t) {
     for (const auto& [use, count] : t.uses)
       what += fmt::format("{}{} ({} layer{})", what.empty() ? "" : ", ", use, count, count == 1 ? "" : "s");
   }
-  return fmt::format("{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%", what,
-                     t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
+  std::string structured;  // what the structured steps kept, before the unstructured pruning of the rest
+  if (r.extra.contains("structured")) {
+    const json& s = r.extra.at("structured");
+    for (const json& step : s.value("steps", json::array()))
+      structured += fmt::format("{}{} of {} {}", structured.empty() ? "" : ", ", step.value("kept", 0),
+                                step.value("units", 0), step.value("structure", ""));
+    structured = fmt::format("{} kept {} per block", s.value("method", "?"), structured);
+    if (t.pruned == 0)
+      return fmt::format("{} in {}/{} blocks; no unstructured pruning", structured, r.blocks_done, r.blocks_total);
+    structured += "; then ";
+  }
+  return fmt::format("{}{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%",
+                     structured, what, t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
 }
 
 }  // namespace
@@ -216,6 +227,7 @@ namespace {
 
 // Layers by kind: count, sparsity, mean relative error, solve time.
 std::string kind_table(const Tally& t) {
+  if (t.pruned == 0) return "";  // structured pruning alone
   std::string out = fmt::format("\n{:<24} {:>6} {:>9} {:>15} {:>10}\n", "layer kind", "layers", "sparsity",
                                 "mean rel. error", "solve s");
   for (const auto& [kind, k] : t.by_kind)

@@ -85,12 +85,12 @@ struct RecipeKnob {
   std::vector<std::string> choices = {};      ///< the values a string knob takes (empty: any)
   std::optional<int64_t> min = std::nullopt;  ///< the smallest value of an integer knob
   bool zero_means_default = false;            ///< 0 is allowed too, meaning "the default"
-  bool fraction = false;                      ///< a number knob that takes [0, 1)
   /// What is wrong with a string knob's value, "" if nothing (names read elsewhere: devices, dtypes).
   std::string (*problem)(std::string_view) = nullptr;
   /// Whether the pruned weights depend on it. Those that do not (where and in what batches the passes run, which
   /// changes rounding only; the evaluation after pruning) may change when an interrupted run is resumed.
   bool affects_result = true;
+  bool fraction = false;  ///< a number knob that takes [0, 1)
   /// "calibration.nsamples" or "batch_size": how errors and documents name it.
   std::string path() const { return calibration ? "calibration." + key : key; }
 };

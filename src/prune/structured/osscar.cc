@@ -50,8 +50,10 @@ class Osscar final : public UnitMethod {
     UnitSolution s;
     s.stats["stages"] = detail::eliminate(set, p.parts, p.keep, o_.stage > 0 ? o_.stage : neurons ? 10 : 2);
     const double eliminated = set.loss();
-    s.stats["moves"] = local_search(set, p, std::min(o_.swap > 0 ? o_.swap : neurons ? 10 : 5, p.keep * p.parts));
-    s.stats["search_gain"] = eliminated > 0 ? 1.0 - set.loss() / eliminated : 0.0;
+    const int64_t moves = local_search(set, p, std::min(o_.swap > 0 ? o_.swap : neurons ? 10 : 5, p.keep * p.parts));
+    s.stats["moves"] = moves;
+    // The share of elimination's damped error that the search took off.
+    s.stats["search_gain"] = moves > 0 && eliminated > 0 ? 1.0 - set.loss() / eliminated : 0.0;
     s.kept = set.kept_units();
     s.W = set.kept_weights();
     return s;

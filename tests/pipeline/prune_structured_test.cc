@@ -1,0 +1,189 @@
+// `alps prune --remove-neurons / --remove-heads` (docs/structured.md): the smaller checkpoint states its shapes in
+// config.json and computes what the dense model computes with the removed units' output columns zeroed (a second
+// formulation of the forward with fewer heads and neurons); the unstructured solves after it see the kept columns'
+// statistics; a resumed run ends where an uninterrupted one does; what no family rule or count allows is refused
+// before any work. That transformers loads the output with alps's perplexity is scripts/check_hf_load.py's check.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "alps/io/safetensors.h"
+#include "alps/io/text_files.h"
+#include "alps/model/causal_lm.h"
+#include "alps/prune/problem.h"
+#include "prune_cli_support.h"
+#include "support.h"
+
+namespace alps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<std::string> args_for(const fs::path& model, const fs::path& out, std::vector<std::string> extra) {
+  std::vector<std::string> a = {"prune",   "--model",    model.string(), "--out",    out.string(),
+                                "--calib", test_prune::calib(), "--nsamples", "4", "--seqlen", "32",
+                                "--device", "cpu",       "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+json structured_of(const test::CliResult& r) { return json::parse(r.out).at("extra").at("structured"); }
+
+// The kept units of `structure` in block b, from the report.
+std::vector<int64_t> kept_units(const json& structured, int64_t b, const std::string& structure) {
+  for (const json& s : structured.at("blocks"))
+    if (s.at("block") == b && s.at("structure") == structure) return s.at("kept_units").get<std::vector<int64_t>>();
+  ADD_FAILURE() << "no " << structure << " step for block " << b;
+  return {};
+}
+
+// Columns of an [out, units * width] weight not in `kept`, zeroed.
+at::Tensor zero_removed(at::Tensor W, const std::vector<int64_t>& kept, int64_t width) {
+  at::Tensor keep = at::zeros({W.size(1) / width}, at::kBool);
+  for (int64_t u : kept) keep[u] = true;
+  return W * keep.repeat_interleave(width).to(W.scalar_type()).unsqueeze(0);
+}
+
+struct Family {
+  std::string fixture;  // empty: stories260K
+  std::string down, o;  // linears whose inputs the units are ("" for o: no head rule)
+  int64_t head_dim;
+};
+
+class PruneStructured : public ::testing::TestWithParam<Family> {};
+
+TEST_P(PruneStructured, TheSmallerModelComputesTheDenseOneWithTheRemovedUnitsSilenced) {
+  const Family f = GetParam();
+  test::TempDir dir;
+  const fs::path model =
+      f.fixture.empty() ? test_prune::model_dir() : test_prune::fixture_with_tokenizer(f.fixture, dir.path());
+  std::vector<std::string> flags = {"--remove-neurons", "0.25", "--structured-method", "score"};
+  if (!f.o.empty()) flags.insert(flags.end(), {"--remove-heads", "0.5"});
+  const auto r = test::run_cli(args_for(model, dir / "out", flags));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json structured = structured_of(r);
+
+  model::CausalLM dense = model::CausalLM::load(model);
+  const model::CausalLM pruned = model::CausalLM::load(dir / "out");
+  const json config = json::parse(io::read_text_file(dir / "out/config.json"));
+  const int64_t f0 = dense.config().intermediate_size, f1 = f0 - (f0 + 2) / 4;  // round(0.25 f0)
+  EXPECT_EQ(config.value("intermediate_size", int64_t{0}), f1);
+  if (!f.o.empty()) {
+    EXPECT_EQ(config.at("num_attention_heads"), dense.config().num_heads / 2);
+    EXPECT_EQ(config.at("num_key_value_heads"), dense.config().num_kv_heads);
+    EXPECT_EQ(config.at("head_dim"), f.head_dim);
+  }
+  EXPECT_LT(pruned.num_parameters(), dense.num_parameters());
+  for (int64_t b = 0; b < dense.num_blocks(); ++b) {
+    const std::string down = dense.weight_name(b, f.down);
+    dense.set_tensor(down, zero_removed(dense.tensor(down), kept_units(structured, b, "neurons"), 1));
+    if (f.o.empty()) continue;
+    const std::string o = dense.weight_name(b, f.o);
+    dense.set_tensor(o, zero_removed(dense.tensor(o), kept_units(structured, b, "heads"), f.head_dim));
+  }
+  at::manual_seed(0);
+  const at::Tensor ids = at::randint(dense.config().vocab_size, {2, 24}, at::kLong);
+  const at::Tensor expected = dense.forward(ids), got = pruned.forward(ids);
+  // fp32 sums over fewer terms in another order: a few ulps of the logits' scale through the blocks.
+  const double scale = expected.abs().max().item<double>();
+  EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4 * scale) << f.fixture;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PruneStructured,
+                         ::testing::Values(Family{"", "mlp.down_proj", "self_attn.o_proj", 8},
+                                           Family{"qwen3_qknorm", "mlp.down_proj", "self_attn.o_proj", 16},
+                                           Family{"gemma2_softcap", "mlp.down_proj", "self_attn.o_proj", 16},
+                                           Family{"qwen2_linear", "mlp.down_proj", "self_attn.o_proj", 8}),
+                         [](const auto& info) { return info.param.fixture.empty() ? "stories260K" : info.param.fixture; });
+
+TEST(PruneStructuredRun, UnstructuredSolvesAfterwardSeeTheKeptColumnsStatistics) {
+  test::TempDir dir;
+  const auto r = test::run_cli(args_for(test_prune::model_dir(), dir / "out",
+                                        {"--remove-neurons", "0.25", "--remove-heads", "0.5", "--head-rule",
+                                         "whole-groups", "--method", "sparsegpt", "--sparsity", "0.5",
+                                         "--dump-problems", (dir / "problems").string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json structured = structured_of(r);
+  const json config = json::parse(io::read_text_file(dir / "out/config.json"));
+  EXPECT_EQ(config.at("num_key_value_heads"), 2);  // whole groups: 2 of 4, with their 4 of 8 query heads
+  EXPECT_EQ(config.at("num_attention_heads"), 4);
+  // Block 0's down_proj problem: the dense Gram of its input (block 0 sees the embeddings whatever was pruned),
+  // restricted to the kept neurons; the dense model's own Gram is in an unstructured run's dump.
+  const auto dense = test::run_cli(args_for(test_prune::model_dir(), dir / "dense",
+                                            {"--method", "sparsegpt", "--sparsity", "0.5", "--dump-problems",
+                                             (dir / "dense_problems").string(), "--stop-after", "1"}));
+  ASSERT_EQ(dense.exit_code, 0) << dense.err;
+  const prune::LayerProblem full = prune::load_problem(dir / "dense_problems/model.layers.0.mlp.down_proj.safetensors");
+  const prune::LayerProblem kept = prune::load_problem(dir / "problems/model.layers.0.mlp.down_proj.safetensors");
+  const at::Tensor cols = at::tensor(kept_units(structured, 0, "neurons"), at::kLong);
+  EXPECT_TRUE(at::equal(kept.G, full.G.index_select(0, cols).index_select(1, cols)));
+  EXPECT_EQ(kept.W0.size(1), cols.numel());
+  const json report = json::parse(r.out);
+  for (const json& l : report.at("layers"))
+    if (l.at("name") == "model.layers.0.mlp.down_proj") EXPECT_NEAR(l.at("sparsity").get<double>(), 0.5, 0.01);
+}
+
+TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
+  test::TempDir dir;
+  const std::vector<std::string> flags = {"--remove-neurons", "0.3", "--remove-heads", "0.5",
+                                          "--method",         "wanda", "--sparsity",   "0.4"};
+  ASSERT_EQ(test::run_cli(args_for(test_prune::model_dir(), dir / "whole", flags)).exit_code, 0);
+  std::vector<std::string> first = flags;
+  first.insert(first.end(), {"--stop-after", "2"});
+  ASSERT_EQ(test::run_cli(args_for(test_prune::model_dir(), dir / "legs", first)).exit_code, 0);
+  std::vector<std::string> second = flags;
+  second.push_back("--resume");
+  const auto r = test::run_cli(args_for(test_prune::model_dir(), dir / "legs", second));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const io::SafetensorsFile a(dir / "whole/model.safetensors"), b(dir / "legs/model.safetensors");
+  ASSERT_EQ(a.entries().size(), b.entries().size());
+  for (const auto& e : a.entries()) EXPECT_TRUE(at::equal(a.tensor(e.name), b.tensor(e.name))) << e.name;
+  EXPECT_EQ(structured_of(r).at("blocks").size(), 2u * 5);  // heads and neurons of 5 blocks, restored and new
+}
+
+TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  struct Case {
+    std::string fixture;
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"", {"--remove-heads", "0.3"}, "--remove-heads 0.3 of 2 query heads of each key/value group is 0.6"},
+      {"", {"--remove-neurons", "0.999"}, "leaves none"},
+      {"", {"--remove-neurons", "0.001"}, "removes none"},
+      {"", {"--remove-neurons", "0.2", "--sparsity", "0.5", "--sparsity-profile", "owl"}, "--sparsity-profile owl"},
+      {"", {"--remove-neurons", "0.2", "--structured-method", "oscar"}, "did you mean"},
+      {"phi3_longrope", {"--remove-heads", "0.5"}, "fused qkv_proj"},
+      {"olmo2_post", {"--remove-heads", "0.5"}, "normalise all heads together"},
+      {"qwen2_moe_shared", {"--remove-neurons", "0.5"}, "mixtures of experts"},
+      {"", {"--remove-neurons", "1.5"}, "--remove-neurons"}};
+  for (const Case& c : cases) {
+    const fs::path model = c.fixture.empty() ? test_prune::model_dir()
+                                             : test_prune::fixture_with_tokenizer(c.fixture, dir.path());
+    const fs::path out = dir / ("out-" + std::to_string(&c - cases.data()));
+    const auto r = test::run_cli(args_for(model, out, c.flags));
+    EXPECT_EQ(r.exit_code, 2) << c.says << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.says;
+  }
+}
+
+TEST(PruneStructuredRun, OptRemovesNeuronsButNotHeads) {
+  // transformers' OPT has no head_dim field: fewer heads is no OPT config. Its neurons are fc1's rows and bias.
+  const model::CausalLM m = model::CausalLM::load(test::source_dir() / "tests/data/model/opt_pre");
+  EXPECT_NE(m.unit_rule(0, model::Structure::heads).refusal.find("no head_dim"), std::string::npos);
+  const model::UnitRule neurons = m.unit_rule(0, model::Structure::neurons);
+  EXPECT_TRUE(neurons.refusal.empty());
+  EXPECT_EQ(neurons.consumer, "fc2");
+  EXPECT_EQ(neurons.units, m.config().intermediate_size);
+  ASSERT_EQ(neurons.rows.size(), 2u);
+  EXPECT_EQ(neurons.rows[1].tensor, "fc1.bias");
+}
+
+}  // namespace
+}  // namespace alps
