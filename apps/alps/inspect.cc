@@ -56,13 +56,27 @@ std::vector<std::string> block_features(const model::ModelConfig& c) {
   return f;
 }
 
-std::vector<double> profile_targets(const std::filesystem::path& dir) {
+// What alps wrote beside a pruned checkpoint: the block sparsities a sparsity profile aimed at (empty when uniform)
+// and a structured run's steps with the parameters before (null when none); both empty without a report this alps
+// reads.
+struct ReportBeside {
+  std::vector<double> targets;
+  nlohmann::json structured;
+};
+
+ReportBeside report_beside(const std::filesystem::path& dir) {
   const std::filesystem::path report = dir / pipeline::kReportFile;
   if (!std::filesystem::exists(report)) return {};
   try {
     const nlohmann::json r = nlohmann::json::parse(std::ifstream(report));
+    ReportBeside out;
     const nlohmann::json& p = r.at("extra").value("sparsity_profile", nlohmann::json());
-    return p.is_null() ? std::vector<double>{} : p.at("block_sparsity").get<std::vector<double>>();
+    if (!p.is_null()) out.targets = p.at("block_sparsity").get<std::vector<double>>();
+    if (r.at("extra").contains("structured")) {
+      const nlohmann::json& s = r.at("extra").at("structured");
+      out.structured = {{"method", s.at("method")}, {"steps", s.at("steps")}, {"parameters", s.at("parameters")}};
+    }
+    return out;
   } catch (const nlohmann::json::exception&) {
     return {};  // not a report this alps reads: the checkpoint is inspected without it
   }
@@ -72,7 +86,8 @@ int run_inspect(const InspectArgs& a) {
   const std::filesystem::path dir = resolve_model_dir(a.model, data_dir());
   const model::CausalLM m = model::CausalLM::load(dir);
   const model::ModelConfig& c = m.config();
-  const std::vector<double> targets = profile_targets(dir);
+  const ReportBeside beside = report_beside(dir);
+  const std::vector<double>& targets = beside.targets;
   nlohmann::json linears = nlohmann::json::array(), blocks = nlohmann::json::array();
   int64_t linear_params = 0, linear_zeros = 0;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
@@ -128,13 +143,23 @@ int run_inspect(const InspectArgs& a) {
                       {"shared_expert_intermediate_size", c.moe->shared_expert_intermediate_size},
                       {"layers", layers}};
   }
+  if (!beside.structured.is_null()) doc["structured"] = beside.structured;
   if (a.common.json) {
     print_json(doc);
     return 0;
   }
-  std::cout << fmt::format("{} ({}): {} layers, hidden {}, {} heads ({} KV), vocab {}, {} positions\n", c.architecture,
-                           a.model, c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.vocab_size,
-                           c.max_positions);
+  std::cout << fmt::format("{} ({}): {} layers, hidden {}, MLP {}, {} heads ({} KV) of {}, vocab {}, {} positions\n",
+                           c.architecture, a.model, c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads,
+                           c.num_kv_heads, c.head_dim, c.vocab_size, c.max_positions);
+  if (!beside.structured.is_null()) {
+    const nlohmann::json& s = beside.structured;
+    std::string kept;
+    for (const auto& step : s["steps"])
+      kept += fmt::format("{}{} of {} {}", kept.empty() ? "" : ", ", step["kept"].get<int64_t>(),
+                          step["units"].get<int64_t>(), step["structure"].get<std::string>());
+    std::cout << fmt::format("structured ({}, alps-report.json): kept {} in every block; parameters {} before\n",
+                             s["method"].get<std::string>(), kept, s["parameters"]["before"].get<int64_t>());
+  }
   if (c.rope_scaling)
     std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);
   if (!doc["block_features"].empty()) {

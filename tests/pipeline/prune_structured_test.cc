@@ -143,6 +143,14 @@ TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   ASSERT_EQ(a.entries().size(), b.entries().size());
   for (const auto& e : a.entries()) EXPECT_TRUE(at::equal(a.tensor(e.name), b.tensor(e.name))) << e.name;
   EXPECT_EQ(structured_of(r).at("blocks").size(), 2u * 5);  // heads and neurons of 5 blocks, restored and new
+  // inspect reads the smaller shapes from the checkpoint and what they were from the report beside it.
+  const auto inspect = test::run_cli({"inspect", "--model", (dir / "legs").string(), "--json"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const json doc = json::parse(inspect.out);
+  EXPECT_EQ(doc.at("intermediate_size"), 172 - 52);  // round(0.3 x 172) = 52 removed
+  EXPECT_EQ(doc.at("num_heads"), 4);
+  EXPECT_EQ(doc.at("structured").at("steps").size(), 2u);
+  EXPECT_GT(doc.at("structured").at("parameters").at("before").get<int64_t>(), doc.at("parameters").get<int64_t>());
 }
 
 TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
