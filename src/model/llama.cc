@@ -250,7 +250,7 @@ class Llama final : public Architecture {
 
   nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
     nlohmann::json fields = nlohmann::json::object();
-    if (c_.fused_projections || c_.moe) return fields;  // no structured rule changes them
+    if (c_.fused_projections) return fields;  // no structured rule changes them
     std::optional<int64_t> f, H, KV;
     auto agree = [&](std::optional<int64_t>& seen, int64_t value, const char* what, int64_t block) {
       ALPS_CHECK(!seen || *seen == value, "block ", block, " has ", value, " ", what, ", block 0 ", *seen,
@@ -259,11 +259,11 @@ class Llama final : public Architecture {
     };
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = block_prefix(i);
-      agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);
+      if (!c_.moe) agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);  // experts keep theirs
       agree(H, shape(p + "self_attn.q_proj.weight")[0] / c_.head_dim, "query heads", i);
       agree(KV, shape(p + "self_attn.k_proj.weight")[0] / c_.head_dim, "key/value heads", i);
     }
-    if (*f != c_.intermediate_size) fields["intermediate_size"] = *f;
+    if (f && *f != c_.intermediate_size) fields["intermediate_size"] = *f;
     if (*H != c_.num_heads || *KV != c_.num_kv_heads) {
       fields["num_attention_heads"] = *H;
       fields["num_key_value_heads"] = *KV;
