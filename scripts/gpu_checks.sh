@@ -38,6 +38,9 @@
 #   dist1    (not in the default steps) prune7b's run again as a distributed run of one rank over NCCL (RANK=0,
 #            WORLD_SIZE=1: the rendezvous, the communicator, the reductions and broadcasts to oneself) beside the plain
 #            run, both timed here: the distributed code's overhead (target under 5%) and the same checkpoint (150 s)
+#   structured7b (not in the default steps) prune7b's checkpoint with 20% and 30% of its MLP neurons removed
+#            (OSSCAR), then the forward's tokens/s of each smaller model against the dense one in transformers on the
+#            GPU, fp16, in turn twice (200 s)
 #   split2   (not in the default steps) prune7b's run as two ranks sharing the one GPU over Gloo with every linear's
 #            rows split in two (--dist-split all) beside one process: the split's arithmetic on a GPU (the projection's
 #            histograms, the parts' sums through the host), the layer errors side by side and what the sums cost;
@@ -235,6 +238,22 @@ full7b() {
   echo "full7b: $full7b blocks, alps prune $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s wall clock"
 }
 
+# Structured pruning at a 7B shape: the run's phases in its report, and the smaller models' forward speed beside the
+# dense one's (transformers, the GPU, fp16), dense and pruned in turn so that the ratios are taken side by side.
+structured7b() {
+  make_checkpoint "$scratch/prune7b" "$blocks7b" "$ckpt7b" || return 1
+  local f m
+  for f in 0.2 0.3; do
+    "$alps" prune --model "$scratch/prune7b" --out "$scratch/structured$f" --remove-neurons "$f" --calib c4 \
+      --data-dir tests/data/real --nsamples "$nsamples" --seqlen "$seqlen" --device "$device" --json \
+      > "$out/structured7b-$f.json" || return 1
+  done
+  for m in prune7b structured0.2 structured0.3 prune7b structured0.2 structured0.3; do
+    echo "structured7b: $(py scripts/bench_hf_forward.py "$scratch/$m" --device cuda --dtype float16 --tokens 4096 \
+      --repeat 10)"
+  done
+}
+
 # The distributed code path at world size 1 over NCCL against the plain path, on prune7b's checkpoint: wall clock and
 # phases of each, and whether the checkpoints are the same bytes (one rank computes what one process does).
 dist1() {
@@ -319,7 +338,7 @@ export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen
   blocks7b compare_streams flags70b full7b streams70b \
   BASELINE_ALPS=${BASELINE_ALPS:-}
 export -f py machine trsm products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
-  baseline dist1 split2
+  baseline dist1 split2 structured7b
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
@@ -335,6 +354,7 @@ for s in $steps; do
     baseline) run_step baseline 200 baseline ;;
     dist1) run_step dist1 150 dist1 ;;
     split2) run_step split2 240 split2 ;;
+    structured7b) run_step structured7b 200 structured7b ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -415,6 +435,9 @@ for p in sorted(glob.glob(os.path.join(logs, "prune70b-streams*.json"))):
     phases(f"The same with --solve-streams {os.path.basename(p)[16:-5]}", p)
 phases("The same with the earlier build (BASELINE_ALPS)", os.path.join(out, "prune70b-baseline.json"))
 phases("The whole LLaMA-7B-shaped run, ALPS 70%", os.path.join(out, "full7b.json"))
+structured_log = os.path.join(logs, "structured7b.log")
+if os.path.exists(structured_log):
+    print("\n" + "\n".join(l.strip() for l in open(structured_log) if l.startswith("structured7b:")))
 full7b_log = os.path.join(logs, "full7b.log")
 if os.path.exists(full7b_log):
     print("\n" + "\n".join(l.strip() for l in open(full7b_log) if l.startswith("full7b:")))

@@ -112,17 +112,27 @@ StoredWeights read_weights(const fs::path& dir) {
 
 std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
                                        int64_t max_shard_bytes) {
-  std::vector<std::string> written, dense;
-  // config, generation config and tokenizer files travel unchanged; weights are rewritten below.
+  std::vector<std::string> written, dense, hidden;
+  // config, generation config and tokenizer files travel unchanged; weights are rewritten below. Hidden files are
+  // the input's own (a tool's marker of what it downloaded, .gitattributes): they would describe it, not the output.
   for (const auto& entry : fs::directory_iterator(source)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file()) continue;
+    if (name.front() == '.') {
+      hidden.push_back(name);
+      continue;
+    }
     if (is_weights_file(name)) {
       if (name != kIndexFile && fs::path(name).extension() != ".safetensors") dense.push_back(name);
       continue;
     }
     fs::copy_file(entry.path(), dir / name);
     written.push_back(name);
+  }
+  if (!hidden.empty()) {
+    std::string names;
+    for (const auto& n : hidden) names += (names.empty() ? "" : ", ") + n;
+    spdlog::info("not copied to the output (the input's hidden files): {}", names);
   }
   if (!dense.empty()) {
     std::string names;

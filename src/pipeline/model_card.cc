@@ -18,15 +18,31 @@ namespace {
 constexpr const char* kBegin = "<!-- alps: pruning note -->";
 constexpr const char* kEnd = "<!-- alps: end of pruning note -->";
 
-std::string note(const report::RunReport& r) {
+// `describes_dense`: the input's own card follows the note.
+std::string note(const report::RunReport& r, bool describes_dense) {
   const BuildInfo info = build_info();
   std::ostringstream os;
   os << kBegin << "\n"
      << "> **Pruned with alps " << info.alps_version << "** (source " << info.source_revision << ") from `"
      << fs::path(r.model).filename().string() << "`: " << report::pruning_description(r) << ". "
-     << "What follows describes the dense model it was pruned from; the recipe, every layer's sparsity and error"
-     << (r.eval.empty() ? "" : ", and the evaluation of the pruned model,") << " are in `" << kReportFile << "`.\n"
+     << (describes_dense ? "What follows describes the dense model it was pruned from; the recipe" : "The recipe")
+     << ", every layer's sparsity and error" << (r.eval.empty() ? "" : ", and the evaluation of the pruned model,")
+     << " are in `" << kReportFile << "`.\n"
      << kEnd << "\n";
+  return os.str();
+}
+
+// The Hub's metadata for a card alps writes itself (the input had none): the model it was pruned from, tags, and the
+// recipe as one JSON line (JSON is YAML). Its key marks the block as alps's, so that pruning again replaces it.
+constexpr const char* kRecipeKey = "alps_recipe: ";
+
+std::string front_matter(const report::RunReport& r) {
+  const std::string method = r.recipe.value("method", "");
+  std::ostringstream os;
+  os << "---\nbase_model: " << fs::path(r.model).filename().string() << "\ntags:\n- alps\n- pruned\n";
+  if (r.extra.contains("structured")) os << "- structured-pruning\n";
+  if (!method.empty()) os << "- " << method << "\n";
+  os << kRecipeKey << r.recipe.dump() << "\n---\n";
   return os.str();
 }
 
@@ -49,7 +65,13 @@ std::string model_card_with_note(const std::string& text, const report::RunRepor
     const size_t close = card.find("\n---\n", 3);
     if (close != std::string::npos) at = close + 5;
   }
-  const std::string n = note(report);
+  // The metadata alps wrote for an earlier run describes that run's input: it goes, with the note.
+  if (at > 0 && card.substr(0, at).find("\n" + std::string(kRecipeKey)) != std::string::npos) {
+    card.erase(0, at);
+    at = 0;
+  }
+  if (card.find_first_not_of(" \t\r\n") == std::string::npos) return front_matter(report) + note(report, false);
+  const std::string n = note(report, true);
   return card.substr(0, at) + n + (at < card.size() ? "\n" + card.substr(at) : "");
 }
 

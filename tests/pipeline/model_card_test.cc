@@ -43,11 +43,25 @@ TEST(ModelCard, TheNoteGoesAfterTheMetadataAndBeforeTheText) {
   EXPECT_EQ(again.size(), noted.size() + std::string("wanda").size() - std::string("alps").size());
 }
 
-TEST(ModelCard, NoCardGetsOneHoldingTheNote) {
+TEST(ModelCard, NoCardGetsMetadataForTheHubAndTheNote) {
   const std::string card = model_card_with_note("", sample_report("alps"));
-  EXPECT_EQ(card.rfind("<!-- alps: pruning note -->\n", 0), 0u);
+  EXPECT_EQ(card.rfind("---\nbase_model: Llama-2-7b-hf\ntags:\n- alps\n- pruned\n- alps\nalps_recipe: "
+                       "{\"method\":\"alps\",\"pattern\":\"0.7\"}\n---\n<!-- alps: pruning note -->\n",
+                       0),
+            0u)
+      << card;
+  // Nothing follows the note: it does not say that something does.
+  EXPECT_EQ(card.find("What follows"), std::string::npos) << card;
+  EXPECT_NE(card.find("The recipe, every layer's sparsity"), std::string::npos) << card;
   const std::string end = "<!-- alps: end of pruning note -->\n";
   EXPECT_EQ(card.substr(card.size() - end.size()), end);
+  // Pruned again: the metadata is the new run's (its input is the earlier output), not stacked.
+  report::RunReport again_report = sample_report("wanda");
+  again_report.model = "/models/llama-pruned";
+  const std::string again = model_card_with_note(card, again_report);
+  EXPECT_EQ(again.rfind("---\nbase_model: llama-pruned\n", 0), 0u) << again;
+  EXPECT_EQ(again.find("Llama-2-7b-hf"), std::string::npos) << again;
+  EXPECT_EQ(again.find("---", 4), again.rfind("---")) << again;  // one metadata block
 }
 
 }  // namespace

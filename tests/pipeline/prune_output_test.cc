@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -76,6 +77,24 @@ TEST(PruneCli, TheModelCardSaysTheModelWasPruned) {
   EXPECT_EQ(twice.find("wanda 0.5"), std::string::npos) << "the earlier note is replaced";
   EXPECT_NE(twice.find("magnitude 0.6"), std::string::npos);
   EXPECT_EQ(twice.find("<!-- alps: pruning note -->", 1), std::string::npos) << "one note only";
+}
+
+// A tool's marker in the input (scripts/get_smollm2.sh's .alps-smollm2.json) describes the input: the output would
+// pass for it. An input without a card gets one with the Hub's metadata, naming what it was pruned from.
+TEST(PruneCli, HiddenFilesOfTheInputStayThereAndACardlessInputGetsMetadata) {
+  test::TempDir dir;
+  fs::copy(model_dir(), dir / "in", fs::copy_options::recursive);
+  fs::remove(dir / "in/README.md");
+  std::ofstream(dir / "in/.alps-smollm2.json") << "{}\n";
+  auto args = prune_args(dir / "out", {"--method", "magnitude", "--sparsity", "0.5"});
+  args[std::find(args.begin(), args.end(), "--model") - args.begin() + 1] = (dir / "in").string();
+  const auto r = test::run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "out/.alps-smollm2.json"));
+  EXPECT_NE(r.err.find("not copied to the output (the input's hidden files): .alps-smollm2.json"), std::string::npos)
+      << r.err;
+  const std::string card = slurp(dir / "out/README.md");
+  EXPECT_EQ(card.rfind("---\nbase_model: in\ntags:\n- alps\n- pruned\n- magnitude\nalps_recipe: {", 0), 0u) << card;
 }
 
 // --eval-dense puts the input model's figure beside the pruned one's: the same windows as `alps eval` of the input
