@@ -174,10 +174,11 @@ int run_inspect(const InspectArgs& a) {
   }
   std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n", m.num_parameters(),
                            linear_params, sparsity);
-  std::cout << fmt::format("{:<8} {:>9}{}\n", "block", "sparsity",
+  // Numbered as the checkpoint numbers them (model.layers.0), as --json and the linears below do.
+  std::cout << fmt::format("{:<8} {:>9}{}\n", "layer", "sparsity",
                            targets.empty() ? "" : "   target (alps-report.json: sparsity profile)");
   for (const auto& b : blocks)
-    std::cout << fmt::format("{:<8} {:>9.4f}{}\n", b["block"].get<int64_t>() + 1, b["sparsity"].get<double>(),
+    std::cout << fmt::format("{:<8} {:>9.4f}{}\n", b["block"].get<int64_t>(), b["sparsity"].get<double>(),
                              b.contains("target") ? fmt::format(" {:>9.4f}", b["target"].get<double>()) : "");
   std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9}\n", "linear", "shape", "dtype", "sparsity");
   for (const auto& l : linears)

@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->check(alps::cli::one_of({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr");
+  app.add_flag("-q,--quiet", quiet, "Only warnings, errors and progress lines (position, elapsed, ETA) on stderr");
   const int64_t cap = alps::max_threads();
   app.add_option("--threads", threads,
                  fmt::format("Cores alps may use, given to every thread pool: BLAS, libtorch's, alps's own passes "
@@ -303,6 +303,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     spdlog::set_level(static_cast<spdlog::level::level_enum>(
         static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
+    alps::set_progress_when_quiet(quiet);
     alps::configure_threads(threads);
     alps::install_host_buffer_cache();
     alps::install_interrupt_notice();

@@ -3,7 +3,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 
 #include "alps/core/error.h"
 
@@ -48,6 +50,12 @@ Progress::Progress(std::string what, int64_t total, double min_interval, int64_t
 
 double Progress::elapsed_seconds() const { return seconds_since(start_); }
 
+namespace {
+std::atomic<bool> progress_when_quiet{false};
+}  // namespace
+
+void set_progress_when_quiet(bool on) { progress_when_quiet = on; }
+
 void Progress::step(int64_t done, std::string_view label) {
   const double elapsed = elapsed_seconds();
   if (done != total_ && last_log_ >= 0 && elapsed - last_log_ < min_interval_) return;
@@ -55,8 +63,12 @@ void Progress::step(int64_t done, std::string_view label) {
   const int64_t done_here = done - already_done_;
   const double eta =
       done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(total_ - done) : NAN;
-  spdlog::info("{} {}/{} {} | elapsed {} | ETA {}", what_, done, total_, label, format_duration(elapsed),
-               format_duration(eta));
+  const std::string line = fmt::format("{} {}/{} {} | elapsed {} | ETA {}", what_, done, total_, label,
+                                       format_duration(elapsed), format_duration(eta));
+  if (spdlog::should_log(spdlog::level::info))
+    spdlog::info("{}", line);
+  else if (progress_when_quiet)
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 }  // namespace alps

@@ -219,6 +219,20 @@ TEST(VersionCli, NamesTheSourceRevisionAndReportsCarryIt) {
   EXPECT_GE(doc["hardware"]["cores"].get<int>(), 1);
 }
 
+// --quiet drops the info log, not the progress lines; inspect numbers layers as the checkpoint does.
+TEST(Cli, QuietKeepsProgressAndInspectNumbersLayersAsTheCheckpoint) {
+  test::TempDir dir;
+  const auto r = run_cli({"prune", "--model", test::committed_data_dir().string() + "/models/stories260K-hf", "--out",
+                          (dir / "out").string(), "--method", "magnitude", "--sparsity", "0.5", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("block 5/5 (7 linears) | elapsed "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[info]"), std::string::npos) << r.err;
+  const auto text = run_cli({"inspect", "--model", (dir / "out").string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("\nlayer     sparsity\n0 "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("\n5  "), std::string::npos) << text.out;
+}
+
 TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   const auto json = run_cli({"methods", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;

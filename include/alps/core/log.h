@@ -15,6 +15,9 @@ LogLevel parse_log_level(std::string_view name);
 
 /// Progress of a long loop: step() logs "<what> i/n <label> | elapsed | ETA" at info level, at most once per
 /// `min_interval` seconds (the first and last steps always).
+/// --quiet: the info log is off, but Progress lines (position, elapsed, ETA) still go to stderr, bare.
+void set_progress_when_quiet(bool on);
+
 class Progress {
  public:
   /// `already_done`: items finished before this process started (a resumed run); the ETA uses this run's rate.
