@@ -4,6 +4,7 @@
 #include <iostream>
 #include <variant>
 
+#include "alps/core/error.h"
 #include "alps/core/paths.h"
 #include "alps/dist/launch.h"
 #include "alps/dist/local_workers.h"
@@ -31,9 +32,6 @@ struct PruneArgs {
 };
 
 int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector<std::string>& argv) {
-  if (a.nproc > 0) return dist::run_local_workers(dist::without_nproc_flag(argv), a.nproc);
-  const dist::Launch launch = dist::launch_from_environment(dist::process_environment());
-  dist::log_as_rank(launch);
   pipeline::Recipe r = a.config.empty() ? pipeline::Recipe{} : pipeline::load_recipe(a.config);
   auto given = [&cmd](const std::string& flag) { return cmd.get_option(flag)->count() > 0; };
   for (const pipeline::RecipeKnob& k : pipeline::recipe_knobs())
@@ -51,6 +49,17 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector
   r.structured_options.update(parse_option_assignments(a.structured_options));
   for (const auto& s : a.skip) r.skip.push_back(s);
   if (given("--eval")) r.eval = split_list(a.eval);
+  if (a.nproc > 0) {
+    // Said once, here, rather than by every worker after they start.
+    const bool reads_calibration = prune::make_method(r.method, r.options)->needs_statistics() ||
+                                   r.refine != "none" || r.sparsity_profile == "owl" || r.remove_neurons > 0 ||
+                                   r.remove_heads > 0;
+    ALPS_USAGE_CHECK(!reads_calibration || r.nsamples >= a.nproc, "--nproc ", a.nproc, " processes share --nsamples ",
+                     r.nsamples, " calibration windows: give at least one window per process");
+    return dist::run_local_workers(dist::without_nproc_flag(argv), a.nproc);
+  }
+  const dist::Launch launch = dist::launch_from_environment(dist::process_environment());
+  dist::log_as_rank(launch);
 
   pipeline::PruneJob job;
   job.data_dir = data_dir(a.data_dir);

@@ -107,6 +107,7 @@ pid_t start_worker(const std::vector<std::string>& args, int r, int nproc, int p
 int supervise(std::map<pid_t, int> rank_of, int nproc, int grace_seconds) {
   int result = 0;
   bool stopping = false;
+  int forwarded = 0;  // the signal the user sent, passed on: workers ended by it did as asked
   auto stop_others = [&](int sig) {
     for (const auto& [pid, r] : rank_of) kill(pid, sig);
   };
@@ -114,6 +115,7 @@ int supervise(std::map<pid_t, int> rank_of, int nproc, int grace_seconds) {
   while (!rank_of.empty()) {
     if (g_forward != 0) {  // Ctrl-C or SIGTERM to this process: the workers get it and save what they can
       stop_others(g_forward);
+      forwarded = g_forward;
       g_forward = 0;
     }
     int status = 0;
@@ -121,6 +123,10 @@ int supervise(std::map<pid_t, int> rank_of, int nproc, int grace_seconds) {
     if (pid > 0 && rank_of.count(pid) > 0) {
       const int r = rank_of[pid];
       rank_of.erase(pid);
+      if (forwarded != 0 && WIFSIGNALED(status) && WTERMSIG(status) == forwarded) {
+        if (result == 0) result = exit_code(status);  // interrupted, as the user asked: no error to report
+        continue;
+      }
       if (status != 0 && result == 0) {
         result = exit_code(status);
         if (!rank_of.empty()) {

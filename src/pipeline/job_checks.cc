@@ -1,6 +1,7 @@
 #include "job_checks.h"
 
 #include <spdlog/spdlog.h>
+#include <torch/cuda.h>
 
 #include "alps/core/build_info.h"
 #include "alps/core/device.h"
@@ -111,8 +112,12 @@ json job_key(const PruneJob& job, const RunPlan& plan) {
 
 std::string rank_device(const std::string& device, const dist::Launch& launch) {
   if (!launch.launched()) return device;
-  if (device == "cuda" || (device == "auto" && resolve_device("auto").is_cuda()))
+  if (device == "cuda" || (device == "auto" && resolve_device("auto").is_cuda())) {
+    // A launcher that binds one GPU to each rank (Slurm's --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) leaves each
+    // process one device, its cuda:0, whatever its local rank.
+    if (torch::cuda::device_count() == 1) return "cuda:0";
     return "cuda:" + std::to_string(launch.local_rank);
+  }
   return device;
 }
 

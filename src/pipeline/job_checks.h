@@ -46,7 +46,8 @@ ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const St
 /// (--dist-split, --dist-backend, --stop-after).
 nlohmann::json job_key(const PruneJob& job, const RunPlan& plan);
 
-/// A rank of a distributed run computes on its own GPU: --device auto or cuda means cuda:LOCAL_RANK there.
+/// A rank of a distributed run computes on its own GPU: --device auto or cuda means cuda:LOCAL_RANK there, or cuda:0
+/// where the process sees one GPU (the launcher bound it).
 std::string rank_device(const std::string& device, const dist::Launch& launch);
 /// The recipe's --dist-backend and --dist-timeout.
 dist::GroupOptions group_options(const Recipe& r);

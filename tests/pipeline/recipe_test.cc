@@ -88,6 +88,8 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
       ASSERT_NE(slot, defaults.contains(k.key) ? defaults[k.key] : json()) << "no other valid name known";
     } else if (slot.is_string()) {
       slot = "something-else";
+    } else if (k.fraction) {
+      slot = 0.25;
     } else
       slot = slot.get<int64_t>() + 3;
     const json back = recipe_to_json(recipe_from_json(changed, "recipe r.json"));
@@ -97,6 +99,8 @@ TEST(Recipe, EveryTableKnobRoundTripsAndItsRuleIsEnforced) {
       slot = "nonsense";
     } else if (k.min) {
       slot = *k.min - 1 == 0 && k.zero_means_default ? *k.min - 2 : *k.min - 1;
+    } else if (k.fraction) {
+      slot = 1.0;  // a fraction removed leaves something
     } else {
       continue;
     }
