@@ -314,7 +314,9 @@ std::string phase_table(const RunReport& r, double solve) {
     out += fmt::format("{:<24} {:>10.1f}\n", phase, s);
     wall += s;
   }
-  return out + fmt::format("{:<24} {:>10.1f}  (layer solves {:.1f})\n", "total", wall, solve);
+  // The solve phase also forms each layer's problem and moves weights: the methods' own share, said as such.
+  return out + fmt::format("{:<24} {:>10.1f}  (of which the methods' own layer solves {:.1f}, inside solve)\n",
+                           "total", wall, solve);
 }
 
 // Every evaluation's figures; with --eval-dense, the input model's figure beside each of the pruned model's.
