@@ -91,7 +91,8 @@ void StateDir::save(const ResumeState& s, const std::vector<std::pair<std::strin
                              {"phase_seconds", s.phase_seconds},
                              {"calibration", s.calibration},
                              {"sparsity_profile", s.sparsity_profile},
-                             {"units", s.units}}
+                             {"units", s.units},
+                             {"legs", s.legs}}
                             .dump(1),
                         io::ExistingFile::kReplace);
   if (on_saved_) on_saved_(s.next_block);
@@ -140,6 +141,7 @@ ResumeState StateDir::load(bool tidy) const {
     s.has_inputs = doc.value("inputs", true);
     s.sparsity_profile = doc.value("sparsity_profile", json());
     s.units = doc.value("units", json::array());
+    s.legs = doc.value("legs", json::array());
     s.input_shards = doc.value("input_shards", std::vector<std::pair<int64_t, int64_t>>{});
   } catch (const json::exception& e) {
     ALPS_FAIL(file.string(), " is damaged (", e.what(), "): pass --overwrite to start over");

@@ -49,6 +49,7 @@ void RunState::write_into(report::RunReport& r) const {
   r.phase_seconds = phases.seconds();
   r.extra["calibration"] = calibration;
   if (!units.empty()) r.extra["structured"]["blocks"] = units;
+  r.extra["legs"] = legs;
 }
 
 void log_layer(const report::LayerReport& lr, const std::string& linear, int64_t blocks_total) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "alps/core/build_info.h"
 #include "alps/core/device.h"
 #include "alps/core/device_memory.h"
 #include "alps/core/error.h"
@@ -87,6 +88,7 @@ class PruneRun {
     state_.phases.restore(s.phase_seconds);
     state_.calibration = s.calibration;
     state_.units = s.units;
+    state_.legs = s.legs;
     profile_.restore(s.sparsity_profile);
     if (exchange_.writes_output())  // the others never read finished blocks (Exchange::retire)
       for (int64_t b = 0; b < s.next_block; ++b)
@@ -107,6 +109,13 @@ class PruneRun {
   // The paper's sequential procedure from the next block on: each block's statistics over the windows as the
   // pruned blocks before it left them, every linear solved on them, and the windows through the pruned block.
   void prune_blocks() {
+    // This process's leg of the run, beside those before it when it resumes one.
+    state_.legs.push_back({{"first_block", state_.next_block},
+                           {"end_block", state_.next_block},
+                           {"world_size", world_.size},
+                           {"device", plan_.device.str()},
+                           {"alps", build_info().alps_version},
+                           {"source_revision", build_info().source_revision}});
     Progress progress("block", state_.blocks_total, 0, state_.next_block);
     for (int64_t done = 0; !state_.finished() && (job_.stop_after < 0 || done < job_.stop_after); ++done) {
       const int64_t b = state_.next_block;
@@ -179,6 +188,8 @@ class PruneRun {
     s.phase_seconds = state_.phases.seconds();
     s.calibration = state_.calibration;
     s.units = state_.units;
+    if (!state_.legs.empty()) state_.legs.back()["end_block"] = state_.next_block;
+    s.legs = state_.legs;
     s.sparsity_profile = profile_.to_json();
     s.input_shards = exchange_.input_shards(r_.nsamples);
     // After the last block nothing reads its outputs (the evaluation runs the whole model on its own windows): the

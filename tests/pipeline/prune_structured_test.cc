@@ -147,6 +147,15 @@ TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   ASSERT_EQ(a.entries().size(), b.entries().size());
   for (const auto& e : a.entries()) EXPECT_TRUE(at::equal(a.tensor(e.name), b.tensor(e.name))) << e.name;
   EXPECT_EQ(structured_of(r).at("blocks").size(), 2u * 5);  // heads and neurons of 5 blocks, restored and new
+  // The report names both legs of the run: blocks 1-2, then 3-5 after --resume.
+  const json legs = json::parse(r.out).at("extra").at("legs");
+  ASSERT_EQ(legs.size(), 2u) << legs.dump();
+  EXPECT_EQ(legs[0].at("first_block"), 0);
+  EXPECT_EQ(legs[0].at("end_block"), 2);
+  EXPECT_EQ(legs[1].at("first_block"), 2);
+  EXPECT_EQ(legs[1].at("end_block"), 5);
+  EXPECT_EQ(legs[1].at("world_size"), 1);
+  EXPECT_EQ(legs[1].at("device"), "cpu");
   // inspect reads the smaller shapes from the checkpoint and what they were from the report beside it.
   const auto inspect = test::run_cli({"inspect", "--model", (dir / "legs").string(), "--json"});
   ASSERT_EQ(inspect.exit_code, 0) << inspect.err;

@@ -24,6 +24,7 @@ struct ResumeState {
   nlohmann::json phase_seconds = nlohmann::json::object();
   nlohmann::json calibration = nlohmann::json::object();
   nlohmann::json units = nlohmann::json::array();  ///< the structured steps of the finished blocks
+  nlohmann::json legs = nlohmann::json::array();   ///< the runs that pruned them (RunState::legs)
   /// The blocks' sparsities of a sparsity profile (--sparsity-profile owl), measured before block 0: null if none.
   nlohmann::json sparsity_profile;
   /// Whether the state holds the inputs of block next_block: not after the last block, whose outputs nothing reads

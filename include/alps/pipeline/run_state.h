@@ -55,6 +55,9 @@ struct RunState {
   std::vector<report::LayerReport> layers;  ///< of the finished blocks, in block order
   nlohmann::json calibration = nlohmann::json::object();  ///< where the windows came from
   nlohmann::json units = nlohmann::json::array();  ///< the structured steps of the finished blocks (unit_removal.h)
+  /// The processes that ran the blocks: one entry per start or --resume (first_block, end_block, world_size, device,
+  /// alps version and source revision).
+  nlohmann::json legs = nlohmann::json::array();
   Phases phases;
 
   bool finished() const { return next_block >= blocks_total; }
