@@ -288,7 +288,8 @@ void CausalLM::reshape_tensor(const std::string& name, const at::Tensor& value) 
 }
 
 UnitRule CausalLM::unit_rule(int64_t block, Structure s) const {
-  UnitRule rule = state_->arch->unit_rule(block, s, [this](const std::string& name) { return tensor(name).sizes().vec(); });
+  UnitRule rule =
+      state_->arch->unit_rule(block, s, [this](const std::string& name) { return tensor(name).sizes().vec(); });
   if (!rule.refusal.empty()) rule.refusal = state_->config.architecture + ": " + rule.refusal;
   return rule;
 }

@@ -100,14 +100,18 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  &Recipe::moe_calibration, {"routed", "all"}});
     k.push_back({"remove_neurons", false, "--remove-neurons",
                  "Structured: the fraction of every block's MLP neurons removed (the same count in each block), before "
-                 "any --sparsity or --pattern of what stays", &Recipe::remove_neurons});
+                 "any --sparsity or --pattern of what stays",
+                 &Recipe::remove_neurons});
     k.push_back({"remove_heads", false, "--remove-heads",
                  "Structured: the fraction of every block's query heads removed (see --head-rule)",
                  &Recipe::remove_heads});
-    k.push_back({"head_rule", false, "--head-rule",
+    k.push_back({"head_rule",
+                 false,
+                 "--head-rule",
                  "How --remove-heads removes: within-groups (the same count of query heads from each key/value group) "
                  "or whole-groups (key/value groups with their query heads)",
-                 &Recipe::head_rule, {"within-groups", "whole-groups"}});
+                 &Recipe::head_rule,
+                 {"within-groups", "whole-groups"}});
     k.push_back({"structured_method", false, "--structured-method",
                  "Structured: how the kept neurons and heads are chosen (`alps methods` lists them)",
                  &Recipe::structured_method, prune::unit_method_names()});
@@ -268,8 +272,9 @@ json recipe_to_json(const Recipe& r) {
     if (!o.options.empty()) x["options"] = o.options;
     overrides.push_back(x);
   }
-  json out = {{"options", r.options}, {"skip", r.skip},         {"overrides", overrides},
-              {"eval", r.eval},       {"calibration", json::object()}, {"structured_options", r.structured_options}};
+  json out = {{"options", r.options},          {"skip", r.skip},
+              {"overrides", overrides},        {"eval", r.eval},
+              {"calibration", json::object()}, {"structured_options", r.structured_options}};
   // As prune::Pattern writes it, so that 0.50 and 0.5 are one recipe (a resumed run compares them); none given yet:
   // reading it back gives none.
   if (r.pattern) out["pattern"] = r.pattern->str();

@@ -101,7 +101,8 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
   if (r.remove_neurons > 0) asks.push_back({r.remove_neurons, model::Structure::neurons, "--remove-neurons"});
   if (asks.empty()) return;
   unit_method_ = prune::make_unit_method(r.structured_method, r.structured_options);
-  ALPS_USAGE_CHECK(r.sparsity_profile != "owl", "--sparsity-profile owl counts the zeros of each block on its dense "
+  ALPS_USAGE_CHECK(r.sparsity_profile != "owl",
+                   "--sparsity-profile owl counts the zeros of each block on its dense "
                    "shapes; with --remove-neurons or --remove-heads use --sparsity-profile uniform");
   for (const Ask& a : asks) {
     const model::UnitRule rule = m.unit_rule(0, a.structure);
@@ -118,8 +119,8 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                                                                 : "key/value groups";
     const double exact = a.fraction * static_cast<double>(per_part);
     const auto removed = static_cast<int64_t>(std::llround(exact));
-    ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what, " removes none: give at least ",
-                     1.0 / static_cast<double>(per_part));
+    ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what,
+                     " removes none: give at least ", 1.0 / static_cast<double>(per_part));
     ALPS_USAGE_CHECK(removed < per_part, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves none");
     // A neuron more or less is rounding; a head is a twelfth of a group or more.
     ALPS_USAGE_CHECK(a.structure == model::Structure::neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1,

@@ -281,8 +281,9 @@ std::unique_ptr<RunPlan> checked_plan(const PruneJob& job, const model::CausalLM
   return on_every_rank(group, "checking the job", [&] {
     auto plan = validate_with(job, m, tok, /*first=*/group.rank() == 0);
     // Every rank would have to take the same units before the solves: not built yet.
-    ALPS_USAGE_CHECK(plan->unit_steps.empty() || group.size() == 1, plan->unit_steps.empty() ? "" :
-                     plan->unit_steps.front().flag, ": structured pruning runs in one process; drop --nproc (or "
+    ALPS_USAGE_CHECK(plan->unit_steps.empty() || group.size() == 1,
+                     plan->unit_steps.empty() ? "" : plan->unit_steps.front().flag,
+                     ": structured pruning runs in one process; drop --nproc (or "
                      "start one rank)");
     ALPS_USAGE_CHECK(!plan->needs_calibration || job.recipe.nsamples >= group.size(), "--nsamples ",
                      job.recipe.nsamples, " calibration windows cannot be shared among ", group.size(),

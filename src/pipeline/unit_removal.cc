@@ -66,8 +66,8 @@ std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::Cau
                        {"rel_error", error},
                        {"seconds", seconds},
                        {"stats", sol.stats}});
-    spdlog::info("block {}/{} {}: kept {} of {} {} ({}, err {:.4e}, {:.2f}s)", b + 1, blocks, u.consumer, kept,
-                 u.units, kind, plan.unit_method()->name(), error, seconds);
+    spdlog::info("block {}/{} {}: kept {} of {} {} ({}, err {:.4e}, {:.2f}s)", b + 1, blocks, u.consumer, kept, u.units,
+                 kind, plan.unit_method()->name(), error, seconds);
   }
   return changed;
 }

@@ -114,8 +114,7 @@ std::vector<std::string> phases_in_run_order(const std::map<std::string, double>
   // A distributed run reduces each block's statistics before its solves and sends the solved weights after them.
   static const std::vector<std::string> kOrder = {
       "dense_eval", "calibration",       "sparsity_profile", "statistics", "structured", "reduce_statistics",
-      "solve",      "broadcast_weights", "pruned_forward",   "save_state", "eval",
-      "save"};
+      "solve",      "broadcast_weights", "pruned_forward",   "save_state", "eval",       "save"};
   std::vector<std::string> out;
   for (const auto& p : kOrder)
     if (seconds.count(p) > 0) out.push_back(p);
@@ -315,8 +314,8 @@ std::string phase_table(const RunReport& r, double solve) {
     wall += s;
   }
   // The solve phase also forms each layer's problem and moves weights: the methods' own share, said as such.
-  return out + fmt::format("{:<24} {:>10.1f}  (of which the methods' own layer solves {:.1f}, inside solve)\n",
-                           "total", wall, solve);
+  return out + fmt::format("{:<24} {:>10.1f}  (of which the methods' own layer solves {:.1f}, inside solve)\n", "total",
+                           wall, solve);
 }
 
 // Every evaluation's figures; with --eval-dense, the input model's figure beside each of the pruned model's.
@@ -361,8 +360,8 @@ std::string eval_table(const RunReport& r) {
 std::string summary_text(const RunReport& r) {
   const Tally t = tally(r);
   return description(r, t) + "\n" + kind_table(t) + expert_line(t) + structured_table(r) + profile_table(r) +
-         phase_table(r, t.solve) +
-         eval_table(r) + (r.output.empty() ? "" : "\npruned checkpoint and report: " + r.output + "\n");
+         phase_table(r, t.solve) + eval_table(r) +
+         (r.output.empty() ? "" : "\npruned checkpoint and report: " + r.output + "\n");
 }
 
 }  // namespace alps::report

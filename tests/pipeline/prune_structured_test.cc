@@ -24,9 +24,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::vector<std::string> args_for(const fs::path& model, const fs::path& out, std::vector<std::string> extra) {
-  std::vector<std::string> a = {"prune",   "--model",    model.string(), "--out",    out.string(),
-                                "--calib", test_prune::calib(), "--nsamples", "4", "--seqlen", "32",
-                                "--device", "cpu",       "--json"};
+  std::vector<std::string> a = {"prune",   "--model",           model.string(), "--out", out.string(),
+                                "--calib", test_prune::calib(), "--nsamples",   "4",     "--seqlen",
+                                "32",      "--device",          "cpu",          "--json"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -102,14 +102,16 @@ INSTANTIATE_TEST_SUITE_P(Families, PruneStructured,
                                            Family{"qwen2_linear", "mlp.down_proj", "self_attn.o_proj", 8},
                                            // a mixture's attention heads (its experts' neurons have no rule)
                                            Family{"qwen3_moe_routed", "", "self_attn.o_proj", 16}),
-                         [](const auto& info) { return info.param.fixture.empty() ? "stories260K" : info.param.fixture; });
+                         [](const auto& info) {
+                           return info.param.fixture.empty() ? "stories260K" : info.param.fixture;
+                         });
 
 TEST(PruneStructuredRun, UnstructuredSolvesAfterwardSeeTheKeptColumnsStatistics) {
   test::TempDir dir;
-  const auto r = test::run_cli(args_for(test_prune::model_dir(), dir / "out",
-                                        {"--remove-neurons", "0.25", "--remove-heads", "0.5", "--head-rule",
-                                         "whole-groups", "--method", "sparsegpt", "--sparsity", "0.5",
-                                         "--dump-problems", (dir / "problems").string()}));
+  const auto r = test::run_cli(
+      args_for(test_prune::model_dir(), dir / "out",
+               {"--remove-neurons", "0.25", "--remove-heads", "0.5", "--head-rule", "whole-groups", "--method",
+                "sparsegpt", "--sparsity", "0.5", "--dump-problems", (dir / "problems").string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json structured = structured_of(r);
   const json config = json::parse(io::read_text_file(dir / "out/config.json"));
@@ -133,8 +135,8 @@ TEST(PruneStructuredRun, UnstructuredSolvesAfterwardSeeTheKeptColumnsStatistics)
 
 TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   test::TempDir dir;
-  const std::vector<std::string> flags = {"--remove-neurons", "0.3", "--remove-heads", "0.5",
-                                          "--method",         "wanda", "--sparsity",   "0.4"};
+  const std::vector<std::string> flags = {"--remove-neurons", "0.3",   "--remove-heads", "0.5",
+                                          "--method",         "wanda", "--sparsity",     "0.4"};
   ASSERT_EQ(test::run_cli(args_for(test_prune::model_dir(), dir / "whole", flags)).exit_code, 0);
   std::vector<std::string> first = flags;
   first.insert(first.end(), {"--stop-after", "2"});
@@ -184,8 +186,8 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"qwen2_moe_shared", {"--remove-neurons", "0.5"}, "mixtures of experts"},
       {"", {"--remove-neurons", "1.5"}, "--remove-neurons"}};
   for (const Case& c : cases) {
-    const fs::path model = c.fixture.empty() ? test_prune::model_dir()
-                                             : test_prune::fixture_with_tokenizer(c.fixture, dir.path());
+    const fs::path model =
+        c.fixture.empty() ? test_prune::model_dir() : test_prune::fixture_with_tokenizer(c.fixture, dir.path());
     const fs::path out = dir / ("out-" + std::to_string(&c - cases.data()));
     const auto r = test::run_cli(args_for(model, out, c.flags));
     EXPECT_EQ(r.exit_code, 2) << c.says << "\n" << r.err;

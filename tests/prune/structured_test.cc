@@ -72,10 +72,10 @@ TEST(Structured, RefitIsTheLeastSquaresSolutionOnTheKeptColumns) {
   const Explicit e = make_explicit(1, 6, 10, 1, 1, 4);
   const std::vector<int64_t> kept{1, 4, 5, 8};
   UnitSolution s{kept, refit_columns(e.p.W0, e.p.G, unit_columns(kept, 1, at::kCPU), /*damp=*/0)};
-  UnitSolution exact{kept, std::get<0>(at::linalg_lstsq(e.X.index_select(1, at::tensor(kept)),
-                                                        at::matmul(e.X, e.W0.t())))
-                               .t()
-                               .to(at::kFloat)};
+  UnitSolution exact{kept,
+                     std::get<0>(at::linalg_lstsq(e.X.index_select(1, at::tensor(kept)), at::matmul(e.X, e.W0.t())))
+                         .t()
+                         .to(at::kFloat)};
   // Both round a well-conditioned fp64 solve to fp32: 2^-24 relative, a few times over.
   EXPECT_TRUE(at::allclose(s.W, exact.W, 1e-6, 1e-6));
   // unit_relative_error from G is the error on X itself.

@@ -80,7 +80,7 @@ void KeptSet::remove(const std::vector<int64_t>& units) {
   std::sort(sorted.begin(), sorted.end());
   const at::Tensor P = unit_columns(sorted, width_, H_.device());
   const at::Tensor M = at::linalg_inv(Hinv_.index_select(0, P).index_select(1, P));  // (Hinv_PP)^-1
-  const at::Tensor HinvP = Hinv_.index_select(0, P);                                  // [p, in]
+  const at::Tensor HinvP = Hinv_.index_select(0, P);                                 // [p, in]
   W_.sub_(at::matmul(at::matmul(W_.index_select(1, P), M), HinvP));
   Hinv_.sub_(at::matmul(at::matmul(HinvP.t(), M), HinvP));
   // Exact zeros where rounding leaves crumbs: the removed units take no part from here on.
@@ -102,7 +102,7 @@ void KeptSet::reset(const std::vector<int64_t>& units) {
 at::Tensor KeptSet::addition_gains() const {
   const std::vector<int64_t> kept = kept_units();
   const at::Tensor S = unit_columns(kept, width_, H_.device());
-  const at::Tensor R = C_ - at::matmul(W_, H_);                                  // [out, in]
+  const at::Tensor R = C_ - at::matmul(W_, H_);                                                         // [out, in]
   const at::Tensor T = at::matmul(H_.index_select(1, S), Hinv_.index_select(0, S).index_select(1, S));  // [in, |S|]
   at::Tensor M;  // the Schur complements' diagonal blocks [units, width, width]
   if (width_ == 1) {

@@ -30,7 +30,8 @@ const io::OptionTable<OsscarOptions>& osscar_options() {
                "units removed together by each elimination stage (0: as the authors' code, 10 neurons or 2 heads)")
           .add("swap", &O::swap,
                "units each local-search move takes out and puts back (0: as the authors' code, 10 neurons or 5 heads)")
-          .add("iterations", &O::iterations, "local-search moves at most (0: elimination alone); a move that does not "
+          .add("iterations", &O::iterations,
+               "local-search moves at most (0: elimination alone); a move that does not "
                "lower the error ends the search");
   return table;
 }
@@ -81,7 +82,8 @@ class Osscar final : public UnitMethod {
       std::vector<int64_t> kept = set.kept_units();
       for (int64_t q = 0; q < p.parts; ++q) {
         const at::Tensor order = std::get<1>(at::sort(gain[q], c10::optional<bool>(true), 0, /*descending=*/true));
-        for (int64_t i = 0; i < taken[static_cast<size_t>(q)]; ++i) kept.push_back(q * per_part + order[i].item<int64_t>());
+        for (int64_t i = 0; i < taken[static_cast<size_t>(q)]; ++i)
+          kept.push_back(q * per_part + order[i].item<int64_t>());
       }
       std::sort(kept.begin(), kept.end());
       set.reset(kept);

@@ -35,7 +35,8 @@ std::vector<std::string> unit_method_names() {
 
 nlohmann::json unit_method_catalog() {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& e : kUnitMethods) list.push_back({{"name", e.name}, {"summary", e.summary}, {"options", e.options()}});
+  for (const auto& e : kUnitMethods)
+    list.push_back({{"name", e.name}, {"summary", e.summary}, {"options", e.options()}});
   return list;
 }
 

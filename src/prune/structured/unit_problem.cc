@@ -14,8 +14,8 @@ void check_unit_problem(const UnitProblem& p, const std::string& what) {
              p.width);
   ALPS_CHECK(p.parts >= 1 && p.units() % p.parts == 0, what, ": ", p.units(), " units do not split into ", p.parts,
              " equal parts");
-  ALPS_CHECK(p.keep >= 1 && p.keep <= p.units_per_part(), what, ": each part keeps between 1 and ",
-             p.units_per_part(), " units, got ", p.keep);
+  ALPS_CHECK(p.keep >= 1 && p.keep <= p.units_per_part(), what, ": each part keeps between 1 and ", p.units_per_part(),
+             " units, got ", p.keep);
   ALPS_CHECK(at::isfinite(p.W0).all().item<bool>() && at::isfinite(p.G).all().item<bool>(), what,
              ": W0 and G must be finite");
 }
@@ -27,10 +27,10 @@ at::Tensor unit_columns(const std::vector<int64_t>& units, int64_t width, c10::D
 
 at::Tensor refit_columns(const at::Tensor& W0, const at::Tensor& G, const at::Tensor& cols, double damp) {
   const at::Tensor H = detail::damped_unit_gram(G, damp);
-  const at::Tensor HS = H.index_select(1, cols);                         // [in, |C|]
-  const at::Tensor C = at::matmul(W0.to(at::kDouble), HS);               // (W0 H)[:, C]
-  const at::Tensor L = at::linalg_cholesky(HS.index_select(0, cols));    // H_CC = L L^T
-  return at::cholesky_solve(C.t(), L).t().to(at::kFloat);                // C H_CC^-1
+  const at::Tensor HS = H.index_select(1, cols);                       // [in, |C|]
+  const at::Tensor C = at::matmul(W0.to(at::kDouble), HS);             // (W0 H)[:, C]
+  const at::Tensor L = at::linalg_cholesky(HS.index_select(0, cols));  // H_CC = L L^T
+  return at::cholesky_solve(C.t(), L).t().to(at::kFloat);              // C H_CC^-1
 }
 
 double unit_relative_error(const UnitProblem& p, const UnitSolution& s) {

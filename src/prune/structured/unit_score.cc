@@ -26,9 +26,7 @@ const io::OptionTable<ScoreOptions>& score_options() {
 
 class UnitScore final : public UnitMethod {
  public:
-  explicit UnitScore(ScoreOptions o) : o_(o) {
-    ALPS_CHECK(o_.damp >= 0, "score: damp must be >= 0, got ", o_.damp);
-  }
+  explicit UnitScore(ScoreOptions o) : o_(o) { ALPS_CHECK(o_.damp >= 0, "score: damp must be >= 0, got ", o_.damp); }
   std::string_view name() const override { return "score"; }
 
   UnitSolution solve(const UnitProblem& p) const override {
