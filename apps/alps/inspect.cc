@@ -12,6 +12,7 @@
 #include "alps/core/paths.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/output_dir.h"
+#include "alps/report/report.h"
 #include "commands.h"
 
 namespace alps::cli {
@@ -153,12 +154,9 @@ int run_inspect(const InspectArgs& a) {
                            c.num_kv_heads, c.head_dim, c.vocab_size, c.max_positions);
   if (!beside.structured.is_null()) {
     const nlohmann::json& s = beside.structured;
-    std::string kept;
-    for (const auto& step : s["steps"])
-      kept += fmt::format("{}{} of {} {}", kept.empty() ? "" : ", ", step["kept"].get<int64_t>(),
-                          step["units"].get<int64_t>(), step["structure"].get<std::string>());
     std::cout << fmt::format("structured ({}, alps-report.json): kept {} in every block; parameters {} before\n",
-                             s["method"].get<std::string>(), kept, s["parameters"]["before"].get<int64_t>());
+                             s["method"].get<std::string>(), report::kept_units_text(s["steps"]),
+                             s["parameters"]["before"].get<int64_t>());
   }
   if (c.rope_scaling)
     std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);

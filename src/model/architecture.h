@@ -78,7 +78,7 @@ class Architecture {
   /// refuses, naming the family.
   virtual UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const {
     (void)block, (void)s, (void)shape;
-    return {"alps has no structured-pruning rule for this family"};
+    return UnitRule::refused("alps has no structured-pruning rule for this family");
   }
   /// The config.json fields that the stored shapes give where they differ from the config (CausalLM's).
   virtual nlohmann::json config_of_shapes(const ShapeFn& shape) const {

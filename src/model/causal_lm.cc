@@ -5,14 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
-#include "alps/io/text_files.h"
 #include "model/architecture.h"
 #include "model/stored_weights.h"
 
@@ -38,6 +36,11 @@ std::unique_ptr<Architecture> make_architecture(const ModelConfig& c) {
   const ArchitectureEntry* a = find_architecture(c.architecture);
   ALPS_CHECK(a != nullptr, "unknown architecture '", c.architecture, "' (supported: ", supported_architectures(), ")");
   return a->make(c);
+}
+
+// The stored tensors' shapes, as the family's structured rules read them.
+ShapeFn shapes_of(const CausalLM& m) {
+  return [&m](const std::string& name) { return m.tensor(name).sizes().vec(); };
 }
 
 }  // namespace
@@ -288,8 +291,7 @@ void CausalLM::reshape_tensor(const std::string& name, const at::Tensor& value) 
 }
 
 UnitRule CausalLM::unit_rule(int64_t block, Structure s) const {
-  UnitRule rule =
-      state_->arch->unit_rule(block, s, [this](const std::string& name) { return tensor(name).sizes().vec(); });
+  UnitRule rule = state_->arch->unit_rule(block, s, shapes_of(*this));
   if (!rule.refusal.empty()) rule.refusal = state_->config.architecture + ": " + rule.refusal;
   return rule;
 }
@@ -325,7 +327,7 @@ std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const 
 }
 
 nlohmann::json CausalLM::config_of_shapes() const {
-  return state_->arch->config_of_shapes([this](const std::string& name) { return tensor(name).sizes().vec(); });
+  return state_->arch->config_of_shapes(shapes_of(*this));
 }
 
 void CausalLM::adopt_tensor(const std::string& name, at::Tensor host) {
@@ -384,16 +386,7 @@ void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
 }
 
 std::vector<std::string> CausalLM::write_files(const fs::path& dir, const SaveOptions& options) const {
-  std::vector<std::string> written = write_weights(state_->dir, dir, state_->stored, options.max_shard_bytes);
-  const nlohmann::json fields = config_of_shapes();
-  if (!fields.empty()) {  // a structured run: the config states the smaller shapes, its other fields as they were
-    auto config = nlohmann::ordered_json::parse(io::read_text_file(state_->dir / "config.json"));
-    for (const auto& [key, value] : fields.items()) config[key] = value;
-    std::ofstream out(dir / "config.json", std::ios::trunc);
-    out << config.dump(2) << "\n";
-    ALPS_CHECK(out.good(), "cannot write ", (dir / "config.json").string());
-  }
-  return written;
+  return write_weights(state_->dir, dir, state_->stored, options.max_shard_bytes, config_of_shapes());
 }
 
 }  // namespace alps::model

@@ -215,7 +215,7 @@ class Llama final : public Architecture {
     };
     if (s == Structure::neurons) {
       // Mixtral's intermediate_size is each expert's, Qwen-MoE's dense layers' another: one field, two meanings.
-      if (c_.moe) return {"its MLPs are mixtures of experts; alps removes the neurons of dense MLPs only"};
+      if (c_.moe) return UnitRule::refused("its MLPs are mixtures of experts; alps removes the neurons of dense MLPs only");
       rule.consumer = "mlp.down_proj";
       rule.units = shape(p + "mlp.down_proj.weight")[1];
       if (c_.fused_projections) {
@@ -226,9 +226,9 @@ class Llama final : public Architecture {
       }
       return rule;
     }
-    if (c_.fused_projections) return {"its attention is one fused qkv_proj; alps removes heads of separate q, k, v"};
+    if (c_.fused_projections) return UnitRule::refused("its attention is one fused qkv_proj; alps removes heads of separate q, k, v");
     // Normalised over every head at once, the kept heads' queries and keys would change with the removed ones.
-    if (c_.qk_norm == QkNorm::whole) return {"its q_norm and k_norm normalise all heads together"};
+    if (c_.qk_norm == QkNorm::whole) return UnitRule::refused("its q_norm and k_norm normalise all heads together");
     const int64_t D = c_.head_dim, H = shape(p + "self_attn.q_proj.weight")[0] / D,
                   KV = shape(p + "self_attn.k_proj.weight")[0] / D;
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;

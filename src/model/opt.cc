@@ -118,7 +118,7 @@ class Opt final : public Architecture {
 
   UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
     // transformers' OPT takes head_dim as hidden_size / num_attention_heads: fewer heads is no OPT config.
-    if (s != Structure::neurons) return {"its config has no head_dim: its heads are hidden_size / num_attention_heads"};
+    if (s != Structure::neurons) return UnitRule::refused("its config has no head_dim: its heads are hidden_size / num_attention_heads");
     UnitRule rule;
     rule.consumer = "fc2";
     rule.units = shape(block_prefix(block) + "fc2.weight")[1];
@@ -129,10 +129,11 @@ class Opt final : public Architecture {
 
   nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
     const int64_t f = shape(block_prefix(0) + "fc2.weight")[1];
-    for (int64_t i = 1; i < c_.num_layers; ++i)
-      ALPS_CHECK(shape(block_prefix(i) + "fc2.weight")[1] == f, "block ", i, " has ",
-                 shape(block_prefix(i) + "fc2.weight")[1], " MLP neurons, block 0 ", f,
+    for (int64_t i = 1; i < c_.num_layers; ++i) {
+      const int64_t fi = shape(block_prefix(i) + "fc2.weight")[1];
+      ALPS_CHECK(fi == f, "block ", i, " has ", fi, " MLP neurons, block 0 ", f,
                  ": a config.json states one count for every block");
+    }
     return f == c_.intermediate_size ? nlohmann::json::object() : nlohmann::json{{"ffn_dim", f}};
   }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "alps/core/error.h"
+#include "alps/core/suggest.h"
 #include "alps/io/text_files.h"
 
 namespace alps::model {
@@ -111,7 +112,7 @@ StoredWeights read_weights(const fs::path& dir) {
 }
 
 std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
-                                       int64_t max_shard_bytes) {
+                                       int64_t max_shard_bytes, const nlohmann::json& config_fields) {
   std::vector<std::string> written, dense, hidden;
   // config, generation config and tokenizer files travel unchanged; weights are rewritten below. Hidden files are
   // the input's own (a tool's marker of what it downloaded, .gitattributes): they would describe it, not the output.
@@ -126,19 +127,20 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
       if (name != kIndexFile && fs::path(name).extension() != ".safetensors") dense.push_back(name);
       continue;
     }
-    fs::copy_file(entry.path(), dir / name);
+    if (name == "config.json" && !config_fields.empty()) {
+      auto config = nlohmann::ordered_json::parse(io::read_text_file(entry.path()));
+      for (const auto& [key, value] : config_fields.items()) config[key] = value;
+      std::ofstream out(dir / name, std::ios::trunc);
+      out << config.dump(2) << "\n";
+      ALPS_CHECK(out.good(), "cannot write ", (dir / name).string());
+    } else {
+      fs::copy_file(entry.path(), dir / name);
+    }
     written.push_back(name);
   }
-  if (!hidden.empty()) {
-    std::string names;
-    for (const auto& n : hidden) names += (names.empty() ? "" : ", ") + n;
-    spdlog::info("not copied to the output (the input's hidden files): {}", names);
-  }
-  if (!dense.empty()) {
-    std::string names;
-    for (const auto& n : dense) names += (names.empty() ? "" : ", ") + n;
-    spdlog::info("not copied to the output (the dense model's weights in other formats): {}", names);
-  }
+  if (!hidden.empty()) spdlog::info("not copied to the output (the input's hidden files): {}", join_names(hidden));
+  if (!dense.empty())
+    spdlog::info("not copied to the output (the dense model's weights in other formats): {}", join_names(dense));
 
   // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
   std::vector<std::vector<std::string>> shards(1);

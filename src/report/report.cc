@@ -206,10 +206,8 @@ std::string description(const RunReport& r, const Tally& t) {
   std::string structured;  // what the structured steps kept, before the unstructured pruning of the rest
   if (r.extra.contains("structured")) {
     const json& s = r.extra.at("structured");
-    for (const json& step : s.value("steps", json::array()))
-      structured += fmt::format("{}{} of {} {}", structured.empty() ? "" : ", ", step.value("kept", 0),
-                                step.value("units", 0), step.value("structure", ""));
-    structured = fmt::format("{} kept {} per block", s.value("method", "?"), structured);
+    structured = fmt::format("{} kept {} per block", s.value("method", "?"),
+                             kept_units_text(s.value("steps", json::array())));
     if (t.pruned == 0)
       return fmt::format("{} in {}/{} blocks; no unstructured pruning", structured, r.blocks_done, r.blocks_total);
     structured += "; then ";
@@ -221,6 +219,14 @@ std::string description(const RunReport& r, const Tally& t) {
 }  // namespace
 
 std::string pruning_description(const RunReport& r) { return description(r, tally(r)); }
+
+std::string kept_units_text(const json& steps) {
+  std::string text;
+  for (const json& step : steps)
+    text += fmt::format("{}{} of {} {}", text.empty() ? "" : ", ", step.value("kept", 0), step.value("units", 0),
+                        step.value("structure", ""));
+  return text;
+}
 
 namespace {
 

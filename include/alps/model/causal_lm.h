@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alps/model/config.h"
@@ -46,6 +47,13 @@ struct UnitRule {
   int64_t width = 1;
   int64_t parts = 1;
   std::vector<UnitRows> rows;
+
+  /// No rule here, and why.
+  static UnitRule refused(std::string why) {
+    UnitRule r;
+    r.refusal = std::move(why);
+    return r;
+  }
 };
 
 struct SaveOptions {

@@ -60,8 +60,12 @@ at::Tensor KeptSet::unit_blocks(const at::Tensor& M) const {
   return M.view({units_, width_, units_, width_}).diagonal(0, 0, 2).permute({2, 0, 1});
 }
 
+at::Tensor KeptSet::kept_mask() const {
+  return at::tensor(std::vector<uint8_t>(kept_.begin(), kept_.end())).to(H_.device()).to(at::kBool);
+}
+
 at::Tensor KeptSet::removal_costs() const {
-  const at::Tensor keep = at::tensor(std::vector<uint8_t>(kept_.begin(), kept_.end())).to(H_.device()).to(at::kBool);
+  const at::Tensor keep = kept_mask();
   at::Tensor B = unit_blocks(Hinv_).clone();
   // A removed unit's block is zero: give it the identity and its cost infinity.
   const at::Tensor eye = at::eye(width_, B.options()).expand_as(B);
@@ -110,7 +114,7 @@ at::Tensor KeptSet::addition_gains() const {
   } else {
     M = unit_blocks(H_ - at::matmul(T, H_.index_select(0, S))).clone();
   }
-  const at::Tensor keep = at::tensor(std::vector<uint8_t>(kept_.begin(), kept_.end())).to(H_.device()).to(at::kBool);
+  const at::Tensor keep = kept_mask();
   M = at::where(keep.view({-1, 1, 1}), at::eye(width_, M.options()).expand_as(M), M);
   const at::Tensor A = R.view({R.size(0), units_, width_}).permute({1, 0, 2});
   return block_quadratic(A, M).masked_fill(keep, -std::numeric_limits<double>::infinity());

@@ -47,6 +47,7 @@ class KeptSet {
 
  private:
   at::Tensor unit_blocks(const at::Tensor& M) const;  // the diagonal [width, width] blocks of an [in, in] matrix
+  at::Tensor kept_mask() const;                       // kept_ as a bool tensor [units] on H's device
 
   int64_t width_, units_, parts_;
   at::Tensor H_, C_, W_, Hinv_;  // fp64
