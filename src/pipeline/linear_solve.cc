@@ -134,6 +134,7 @@ Outcome solve_linear(int64_t b, const LayerJob& job, const std::string& linear, 
     }
     const auto w0 = std::chrono::steady_clock::now();
     o.W = to_host(res.W, W0.scalar_type());  // on this solve's stream, beside the other solves
+    if (res.solution.input_order.defined()) o.input_order = res.solution.input_order.to(at::kCPU);
     spdlog::debug("{}: problem {:.3f} s, solve_layer {:.3f} s (method {:.3f} s), weight to the host {:.3f} s",
                   job.name, problem_seconds, solve_seconds, res.seconds, seconds_since(w0));
   } catch (const Error& e) {

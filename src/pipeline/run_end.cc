@@ -10,6 +10,7 @@
 #include "alps/core/interrupt.h"
 #include "alps/core/log.h"
 #include "alps/eval/evaluate.h"
+#include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/model_card.h"
 #include "alps/pipeline/run_state.h"
@@ -53,10 +54,18 @@ void evaluate_pruned(const PruneJob& job, const RunPlan& plan, model::CausalLM& 
   rep.phase_seconds["eval"] += seconds_since(t0);
 }
 
-void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep) {
+void write_output(OutputDir& out, model::CausalLM& m, const std::map<std::string, at::Tensor>& input_orders,
+                  report::RunReport& rep) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path staging = out.begin_staging();
   std::vector<std::string> written = m.write_files(staging);
+  if (!input_orders.empty()) {
+    io::save_safetensors(staging / kChannelOrdersFile, {input_orders.begin(), input_orders.end()},
+                         {{"format", "alps channel orders"},
+                          {"meaning", "for each weight named, its inputs read in this order (W[:, order]) are N:M"}});
+    written.push_back(kChannelOrdersFile);
+    rep.extra["channel_orders"] = {{"file", kChannelOrdersFile}, {"linears", input_orders.size()}};
+  }
   note_pruning_in_model_card(staging, rep);
   if (std::find(written.begin(), written.end(), kModelCardFile) == written.end()) written.push_back(kModelCardFile);
   for (const auto& name : written)

@@ -1,9 +1,11 @@
 #pragma once
 // The end of an `alps prune` run (pipeline/sequential.cc): the evaluations of the dense and the pruned model, the
 // checkpoint and its report written into the output directory at once, and what the run says when it stops early.
+#include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -36,7 +38,8 @@ void evaluate_pruned(const PruneJob& job, const RunPlan& plan, model::CausalLM& 
                      Phases& phases, report::RunReport& rep);
 
 /// The finished checkpoint and its report, written into a staging directory and swapped in at once.
-void write_output(OutputDir& out, model::CausalLM& m, report::RunReport& rep);
+void write_output(OutputDir& out, model::CausalLM& m, const std::map<std::string, at::Tensor>& input_orders,
+                  report::RunReport& rep);
 
 /// Running out of GPU memory is for the user to fix: says what did not fit, what to change, and that the blocks
 /// finished so far are kept.

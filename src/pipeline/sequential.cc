@@ -40,6 +40,13 @@ using json = nlohmann::json;
 
 namespace {
 
+// A block's state file holds each reordered linear's Outcome::input_order under its weight's name and this suffix.
+constexpr std::string_view kOrderSuffix = ".input_order";
+bool is_order_entry(const std::string& name) {
+  return name.size() > kOrderSuffix.size() &&
+         name.compare(name.size() - kOrderSuffix.size(), kOrderSuffix.size(), kOrderSuffix) == 0;
+}
+
 // One rank's run: the model, its calibration windows and the run's state as blocks are pruned one after another.
 class PruneRun {
  public:
@@ -93,7 +100,9 @@ class PruneRun {
     if (exchange_.writes_output())  // the others never read finished blocks (Exchange::retire)
       for (int64_t b = 0; b < s.next_block; ++b)
         for (const auto& [name, w] : dir_.load_block(b)) {
-          if (plan_.unit_steps.empty())
+          if (is_order_entry(name))
+            state_.input_orders[name.substr(0, name.size() - kOrderSuffix.size())] = w;
+          else if (plan_.unit_steps.empty())
             m_.set_tensor(name, w);
           else  // structured steps left these blocks smaller
             m_.reshape_tensor(name, w);
@@ -167,14 +176,20 @@ class PruneRun {
                                                                const std::vector<std::string>& reshaped) {
     std::vector<std::pair<std::string, at::Tensor>> pruned;
     std::set<std::string> names;
+    std::vector<std::pair<std::string, at::Tensor>> orders;
     for (Outcome& o : outcomes) {
       if (!o.report.skipped && names.insert(o.weight).second) pruned.emplace_back(o.weight, m_.tensor(o.weight));
+      if (o.input_order.defined()) {
+        state_.input_orders[o.weight] = o.input_order;
+        orders.emplace_back(o.weight + std::string(kOrderSuffix), o.input_order);
+      }
       state_.layers.push_back(std::move(o.report));
     }
     for (const std::string& name : reshaped)
       if (names.insert(name).second) pruned.emplace_back(name, m_.tensor(name));
     state_.next_block = b + 1;
     exchange_.retire(m_, pruned);
+    pruned.insert(pruned.end(), orders.begin(), orders.end());  // the block's file keeps them for a resumed run
     return pruned;
   }
 
@@ -216,7 +231,8 @@ class PruneRun {
 int64_t weight_bytes(const fs::path& model_dir) {
   int64_t bytes = 0;
   for (const auto& e : fs::directory_iterator(model_dir))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") bytes += static_cast<int64_t>(e.file_size());
+    if (e.is_regular_file() && e.path().extension() == ".safetensors" && e.path().filename() != kChannelOrdersFile)
+      bytes += static_cast<int64_t>(e.file_size());
   return bytes;
 }
 
@@ -285,6 +301,10 @@ std::unique_ptr<RunPlan> checked_plan(const PruneJob& job, const model::CausalLM
                      plan->unit_steps.empty() ? "" : plan->unit_steps.front().flag,
                      ": structured pruning runs in one process; drop --nproc (or "
                      "start one rank)");
+    for (int64_t b = 0; b < plan->num_blocks() && group.size() > 1; ++b)
+      for (const LayerJob& j : plan->block(b))
+        ALPS_USAGE_CHECK(j.skip || !j.solver->reorders_inputs(), "--option permutation (", j.name, "): ",
+                         j.method, "'s channel permutation runs in one process; drop --nproc (or start one rank)");
     ALPS_USAGE_CHECK(!plan->needs_calibration || job.recipe.nsamples >= group.size(), "--nsamples ",
                      job.recipe.nsamples, " calibration windows cannot be shared among ", group.size(),
                      " ranks (WORLD_SIZE): give at least one window per rank");
@@ -345,7 +365,7 @@ report::RunReport run_prune_on(const PruneJob& given, const dist::Launch& launch
   }
   if (out == nullptr) return rep;  // the evaluation and the checkpoint are rank 0's
   out_of_memory_said(job, *plan, state, [&] { evaluate_pruned(job, *plan, m, *tok, state.phases, rep); });
-  write_output(*out, m, rep);
+  write_output(*out, m, state.input_orders, rep);
   set_interrupt_notice("");
   return rep;
 }

@@ -10,6 +10,7 @@
 #include "alps/prune/methods/alps_admm.h"
 #include "alps/prune/methods/dsnot.h"
 #include "alps/prune/methods/magnitude.h"
+#include "alps/prune/methods/ria.h"
 #include "alps/prune/methods/sparsegpt.h"
 #include "alps/prune/methods/wanda.h"
 
@@ -34,6 +35,10 @@ constexpr Entry kMethods[] = {
      "Wanda's mask, then training-free prune/regrow swaps per row that drive the expected output change to zero",
      "per output row"},
     {"magnitude", &make_magnitude, &no_options, "zero the smallest |W|", "per layer"},
+    {"ria", &make_ria, &ria_option_list,
+     "zero the lowest (relative importance of |W_ij| in its row and column) * ||X_j||^a, weights left as they are; "
+     "for N:M optionally after a channel permutation",
+     "per layer (per output row with per_row=true)"},
     {"sparsegpt", &make_sparsegpt, &sparsegpt_option_list,
      "column by column OBS updates with the Cholesky factor of H^-1; masks chosen per block of columns",
      "per block of columns"},

@@ -32,13 +32,16 @@ void solve_timed(const Method& method, const LayerProblem& problem, const Patter
   r.W = r.solution.W;
 }
 
-// The final W against the pattern (alps::Error if violated), and its fraction of zeros: the whole layer's when the
+// The final W against the pattern, its N:M groups formed in the method's input order (alps::Error if violated), and
+// its fraction of zeros: the whole layer's when the
 // problem is a part of it (N:M groups lie within a row; the unstructured count is the layer's).
 void check_and_measure(const Method& method, const LayerProblem& problem, const Pattern& pattern, LayerResult& r) {
   const RowSplit* split = problem.split.get();
   const int64_t in = r.W.size(1), total = problem.total_rows() * in;
   const int64_t zeros = sum_over_parts(split, r.W.eq(0).sum().item<int64_t>());
-  const bool ok = pattern.is_n_m() ? sum_over_parts(split, int64_t{satisfies(r.W, pattern) ? 0 : 1}) == 0
+  const at::Tensor& order = r.solution.input_order;
+  const at::Tensor grouped = order.defined() ? r.W.index_select(1, order) : r.W;
+  const bool ok = pattern.is_n_m() ? sum_over_parts(split, int64_t{satisfies(grouped, pattern) ? 0 : 1}) == 0
                                    : zeros >= least_zeros(pattern, problem.total_rows(), in);
   ALPS_CHECK(ok, method.name(), " output violates the pattern ", pattern.str());
   r.sparsity = static_cast<double>(zeros) / static_cast<double>(total);

@@ -212,8 +212,15 @@ std::string description(const RunReport& r, const Tally& t) {
       return fmt::format("{} in {}/{} blocks; no unstructured pruning", structured, r.blocks_done, r.blocks_total);
     structured += "; then ";
   }
-  return fmt::format("{}{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%",
-                     structured, what, t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total));
+  std::string orders;  // N:M in another order of some linears' inputs (RIA's channel permutation)
+  if (r.extra.contains("channel_orders")) {
+    const json& c = r.extra.at("channel_orders");
+    orders = fmt::format("; {} linears are N:M with their inputs in the orders of {}", c.value("linears", 0),
+                         c.value("file", "?"));
+  }
+  return fmt::format("{}{}: {} linear layers pruned ({} left dense) in {}/{} blocks, linear-layer sparsity {:.2f}%{}",
+                     structured, what, t.pruned, t.skipped, r.blocks_done, r.blocks_total, percent(t.zeros, t.total),
+                     orders);
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
+#include "alps/prune/pattern.h"
 #include "checkpoint_names.h"
 #include "prune_cli_support.h"
 #include "support.h"
@@ -76,7 +78,7 @@ TEST_P(PruneMethods, ExactSparsityInEveryLayerAndTheCheckpointReloads) {
         EXPECT_LT(layer["rel_error"].get<double>(), 1.5) << name;
       }
       // Kept weights: unchanged for methods that only choose a mask, refit by the others.
-      if (method == "magnitude" || method == "wanda")
+      if (method == "magnitude" || method == "wanda" || method == "ria")
         EXPECT_TRUE(W.eq(0).logical_or(W.eq(W0)).all().item<bool>()) << name;
       if (method == "alps") {
         EXPECT_GT(layer["iterations"].get<int64_t>(), 0) << name;
@@ -92,8 +94,42 @@ TEST_P(PruneMethods, ExactSparsityInEveryLayerAndTheCheckpointReloads) {
   }
 }
 
+// RIA's channel permutation: every linear is 2:4 in the order channel_orders.safetensors gives for it, keeps the
+// input's weights in the model's order (the same function), and a run stopped after 2 blocks and resumed writes the
+// same orders and weights.
+TEST(PruneCli, RiaChannelPermutationWritesItsOrdersAndResumes) {
+  const auto dense = model::CausalLM::load(model_dir());
+  test::TempDir dir;
+  const std::vector<std::string> args = {"--method", "ria", "--pattern", "2:4", "--option", "permutation=lsa"};
+  const auto r = test::run_cli(prune_args(dir / "whole", args));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  EXPECT_EQ(report["extra"]["channel_orders"]["linears"], 35);
+  const auto pruned = model::CausalLM::load(dir / "whole");
+  io::SafetensorsFile orders(dir / "whole" / "channel_orders.safetensors");
+  ASSERT_EQ(orders.entries().size(), 35u);
+  for (const auto& layer : report["layers"]) {
+    const std::string name = layer["name"].get<std::string>() + ".weight";
+    const at::Tensor W = pruned.tensor(name), order = orders.tensor(name);
+    EXPECT_TRUE(std::get<0>(order.sort()).equal(at::arange(W.size(1), at::kLong))) << name;
+    EXPECT_TRUE(prune::satisfies(W.index_select(1, order), prune::Pattern::n_m(2, 4))) << name;
+    EXPECT_EQ(W.eq(0).sum().item<int64_t>(), W.numel() / 2) << name;
+    EXPECT_TRUE(W.eq(0).logical_or(W.eq(dense.tensor(name))).all().item<bool>()) << name;
+    EXPECT_TRUE(layer.contains("kept_score_gain")) << name;
+  }
+  std::vector<std::string> stop = args;
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(dir / "resumed/model.safetensors"));
+  EXPECT_TRUE(slurp(dir / "whole/channel_orders.safetensors") == slurp(dir / "resumed/channel_orders.safetensors"));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllMethods, PruneMethods,
-                         ::testing::Values("magnitude", "wanda", "sparsegpt", "dsnot", "alps"));
+                         ::testing::Values("magnitude", "wanda", "sparsegpt", "dsnot", "alps", "ria"));
 
 // A whole run on the GPU, with its measured device peak against the estimate printed before it. Magnitude pruning
 // keeps the same weights on either device; with a refit, which reads the statistics, the errors of those weights

@@ -118,7 +118,7 @@ TEST(Methods, BadInputIsAClearError) {
 }
 
 TEST(Registry, NamesOptionsAndUnknowns) {
-  EXPECT_EQ(method_names(), (std::vector<std::string>{"alps", "dsnot", "magnitude", "sparsegpt", "wanda"}));
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"alps", "dsnot", "magnitude", "ria", "sparsegpt", "wanda"}));
   EXPECT_THROW(make_method("obc", {}), Error);
   const std::string unknown = alps::test::error_message([] { make_method("alps", {{"rho_0", 0.2}}); });
   EXPECT_NE(unknown.find("unknown option \"rho_0\""), std::string::npos) << unknown;

@@ -37,6 +37,9 @@ struct Outcome {
   /// The pruned weight, or this rank's rows of it when ranks solve it in parts: on the host in the checkpoint's dtype.
   /// Undefined when left dense or solved by other ranks.
   at::Tensor W;
+  /// The method's order of the inputs for its N:M groups (prune::Solution::input_order), on the host; undefined when
+  /// it kept the model's.
+  at::Tensor input_order{};
 };
 
 /// What every solve of a run shares.

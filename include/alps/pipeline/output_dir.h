@@ -20,6 +20,9 @@ namespace alps::pipeline {
 inline constexpr const char* kStateDir = ".alps-state";
 /// The run report, written into the checkpoint directory; its "files" list is what alps may later replace.
 inline constexpr const char* kReportFile = "alps-report.json";
+/// Beside the weights when a method formed N:M groups in another order of a linear's inputs: for each such weight
+/// (its checkpoint name), the int64 order in which its inputs are N:M (RunState::input_orders).
+inline constexpr const char* kChannelOrdersFile = "channel_orders.safetensors";
 
 struct OutputRequest {
   std::filesystem::path out;

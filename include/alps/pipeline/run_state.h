@@ -2,6 +2,8 @@
 // The progress of one `alps prune` run, typed: where it stands (the next block), what it did (one report per
 // linear), where its time went and what it is doing now. The report (alps-report.json) and the resume state are both
 // written from it; neither serves as the other's store.
+#include <ATen/core/Tensor.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -58,6 +60,9 @@ struct RunState {
   /// The processes that ran the blocks: one entry per start or --resume (first_block, end_block, world_size, device,
   /// alps version and source revision).
   nlohmann::json legs = nlohmann::json::array();
+  /// The finished linears whose N:M groups read their inputs in another order (Outcome::input_order), by weight
+  /// name: the output's channel_orders.safetensors.
+  std::map<std::string, at::Tensor> input_orders;
   Phases phases;
 
   bool finished() const { return next_block >= blocks_total; }

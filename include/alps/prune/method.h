@@ -22,6 +22,10 @@ struct Solution {
   /// factorizations; DSnoT: cycles; SparseGPT: factorizations). Reports, `solve-layer` and the layer benchmark print
   /// them without knowing the method.
   nlohmann::json stats = nlohmann::json::object();
+  /// Set by a method that forms N:M groups in another order of the inputs (RIA's channel permutation): position p
+  /// of that order reads input order[p] (int64 [in]). W keeps the model's order: the layer computes the same function,
+  /// and W[:, order] is N:M.
+  at::Tensor input_order{};
 };
 
 class Method {
@@ -37,6 +41,8 @@ class Method {
   /// with the processes that hold the others: the same solution as one process solving the whole weight, to the
   /// rounding of the sums the parts add up.
   virtual bool splits_rows() const { return false; }
+  /// Whether solve() may set Solution::input_order (RIA with a channel permutation).
+  virtual bool reorders_inputs() const { return false; }
 };
 
 /// Solution::stats on one line: "iterations 33, rho 0.717" (integers as they are, other numbers to 3 digits).
