@@ -1,6 +1,7 @@
 #include "alps/prune/methods/ria.h"
 
 #include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -39,6 +40,12 @@ const io::OptionTable<RiaOptions>& ria_options() {
 // The score kept by `keep` ([out, in] bool).
 double kept_score(const at::Tensor& score, const at::Tensor& keep) {
   return score.masked_select(keep).sum().item<double>();
+}
+
+// The score kept by N:M groups formed in `order`: the n largest of every M, summed.
+double grouped_kept_score(const at::Tensor& score, const at::Tensor& order, int64_t n, int64_t m) {
+  const at::Tensor grouped = score.index_select(1, order).view({score.size(0), -1, m});
+  return std::get<0>(grouped.topk(n, 2)).sum().item<double>();
 }
 
 // One round of the assignment for member c of the groups in [g0, g1): group g may take, at member c, the channel
@@ -87,11 +94,12 @@ at::Tensor ria_score(const LayerProblem& problem, double a) {
   const at::Tensor A = problem.W0.to(at::kFloat).abs();
   // An all-zero column or row adds nothing to its weights' importance (the reference would divide 0 by 0).
   const at::Tensor relative = A / A.sum(0, true).clamp_min(FLT_MIN) + A / A.sum(1, true).clamp_min(FLT_MIN);
-  // The reference's activation term is (sum_t x_tj^2 / sequences)^(a/2); dividing by the T tokens instead scales
-  // every score of the layer alike, so the same weights are pruned.
-  const double T = static_cast<double>(std::max<int64_t>(problem.tokens, 1));
-  const at::Tensor rms = (problem.G.diagonal().to(at::kFloat) / T).clamp_min(0).sqrt();
-  return relative * rms.pow(a).unsqueeze(0);
+  // The reference's activation term is (sum_t x_tj^2 / sequences)^(a/2). Any divisor scales every score of the
+  // layer alike; the reference's own, where the problem knows it, also rounds the scores as the reference does, so
+  // that channel sums within a rounding of each other sort alike in the channel reallocation.
+  const double count = static_cast<double>(std::max<int64_t>(problem.sequences > 0 ? problem.sequences : problem.tokens, 1));
+  const at::Tensor norm = (problem.G.diagonal().to(at::kFloat) / count).clamp_min(0).sqrt();
+  return relative * norm.pow(a).unsqueeze(0);
 }
 
 at::Tensor ria_channel_order(const at::Tensor& score, const Pattern& pattern, const std::string& permutation,
@@ -107,11 +115,18 @@ at::Tensor ria_channel_order(const at::Tensor& score, const Pattern& pattern, co
     at::Tensor deal = sorted.slice(0, j * groups, (j + 1) * groups);
     order.slice(0, j, in, m).copy_(j % 2 == 1 ? deal.flip(0) : deal);
   }
+  const bool say = spdlog::should_log(spdlog::level::debug);
+  if (say)
+    spdlog::debug("ria: kept score {:.9g} in groups of consecutive inputs, {:.9g} after the reallocation",
+                  grouped_kept_score(score, at::arange(in, order.options()), n, m),
+                  grouped_kept_score(score, order, n, m));
   if (permutation != "lsa" || n == 0 || n == m) return order;
   const int64_t blocks = std::min(lsa_blocks, groups);
-  for (int64_t c = 0; c < m; ++c)
+  for (int64_t c = 0; c < m; ++c) {
     for (int64_t b = 0; b < blocks; ++b)
       assign_member(score, order, m, n, c, groups * b / blocks, groups * (b + 1) / blocks);
+    if (say) spdlog::debug("ria: kept score {:.9g} after the assignment of member {}", grouped_kept_score(score, order, n, m), c);
+  }
   return order;
 }
 
