@@ -57,6 +57,10 @@ int run_solve_layer(const SolveLayerArgs& a) {
                         {"device", device.str()},
                         {"seconds", seconds}};
   doc.update(sol.stats);  // the method's own numbers (ALPS: iterations, rho, ...; DSnoT: cycles)
+  if (sol.input_order.defined()) {  // W[:, order] is N:M (RIA's channel permutation)
+    const at::Tensor order = sol.input_order.to(at::kCPU).contiguous();
+    doc["input_order"] = std::vector<int64_t>(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+  }
   doc["refine"] = std::string(prune::refine_name(refine));
   if (refine != prune::Refine::kNone) {
     doc["refine_seconds"] = res.refine_seconds;
@@ -79,6 +83,8 @@ int run_solve_layer(const SolveLayerArgs& a) {
                              doc["method"].get<std::string>(), pattern.str(), a.problem, problem.rows(),
                              problem.cols(), doc["sparsity"].get<double>(), doc["rel_error"].get<double>(), seconds);
     if (!sol.stats.empty()) std::cout << prune::stats_text(sol.stats) << "\n";
+    if (sol.input_order.defined())
+      std::cout << "N:M with the inputs in another order: --json prints it as input_order\n";
     if (refine != prune::Refine::kNone)
       std::cout << fmt::format("refine {}: rel_error {:.6g} -> {:.6g}, {:.3f} s\n", a.refine, err,
                                doc["rel_error"].get<double>(), doc["refine_seconds"].get<double>());
