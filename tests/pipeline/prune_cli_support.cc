@@ -1,5 +1,7 @@
 #include "prune_cli_support.h"
 
+#include <gtest/gtest.h>
+
 #include "support.h"
 
 namespace alps::test_prune {
@@ -25,6 +27,18 @@ std::vector<std::string> prune_args(const fs::path& out, std::vector<std::string
                                 "--json"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
+}
+
+nlohmann::json stopped_and_resumed(const fs::path& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> stop = args;
+  stop.insert(stop.end(), {"--stop-after", "2"});
+  EXPECT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
+  return resumed.exit_code == 0 ? nlohmann::json::parse(resumed.out) : nlohmann::json::object();
 }
 
 }  // namespace alps::test_prune

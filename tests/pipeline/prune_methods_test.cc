@@ -117,14 +117,7 @@ TEST(PruneCli, RiaChannelPermutationWritesItsOrdersAndResumes) {
     EXPECT_TRUE(W.eq(0).logical_or(W.eq(dense.tensor(name))).all().item<bool>()) << name;
     EXPECT_TRUE(layer.contains("kept_score_gain")) << name;
   }
-  std::vector<std::string> stop = args;
-  stop.insert(stop.end(), {"--stop-after", "2"});
-  ASSERT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
-  std::vector<std::string> resume = args;
-  resume.push_back("--resume");
-  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_TRUE(slurp(dir / "whole/model.safetensors") == slurp(dir / "resumed/model.safetensors"));
+  test_prune::stopped_and_resumed(dir.path(), args);
   EXPECT_TRUE(slurp(dir / "whole/channel_orders.safetensors") == slurp(dir / "resumed/channel_orders.safetensors"));
 }
 

@@ -19,20 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using test_prune::prune_args;
-
-// The run of `args` stopped after 2 blocks in dir/resumed and resumed there gives dir/whole's checkpoint, byte for
-// byte; returns the resumed run's report.
-json stopped_and_resumed(const test::TempDir& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> stop = args;
-  stop.insert(stop.end(), {"--stop-after", "2"});
-  EXPECT_EQ(test::run_cli(prune_args(dir / "resumed", stop)).exit_code, 0);
-  std::vector<std::string> resume = args;
-  resume.push_back("--resume");
-  const auto resumed = test::run_cli(prune_args(dir / "resumed", resume));
-  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
-  return resumed.exit_code == 0 ? json::parse(resumed.out) : json::object();
-}
+using test_prune::stopped_and_resumed;
 
 // The run of `args` in dir/whole, which must succeed: its report.
 json whole_run(const test::TempDir& dir, const std::vector<std::string>& args) {
@@ -87,7 +74,7 @@ TEST(PruneCli, OwlGivesEachBlockItsSparsityAndResumesWithIt) {
   const json wanda_report = json::parse(wanda.out);
   for (const auto& l : wanda_report.at("layers")) wanda_zeros += std::llround(layer_zeros(l));
   EXPECT_EQ(wanda_zeros, zeros);
-  EXPECT_EQ(stopped_and_resumed(dir, owl).at("extra").at("sparsity_profile"), profile);
+  EXPECT_EQ(stopped_and_resumed(dir.path(), owl).at("extra").at("sparsity_profile"), profile);
   // A recipe override's sparsity is the layer's own.
   const fs::path recipe = dir / "recipe.json";
   std::ofstream(recipe) << R"({"sparsity": 0.5, "sparsity_profile": "owl",
@@ -122,7 +109,7 @@ TEST(PruneCli, OwlMixedNmGivesEachBlockItsCount) {
     EXPECT_EQ(l.at("pattern"), std::to_string(k) + ":4") << l.at("name");
     EXPECT_NEAR(l.at("sparsity").get<double>(), 1.0 - k / 4.0, 1e-12) << l.at("name");
   }
-  stopped_and_resumed(dir, owl);
+  stopped_and_resumed(dir.path(), owl);
 }
 
 // OWL's statistic measured by alps on SmolLM2-135M equals OWL's own (tests/data/owl/smollm2_owl_golden.json, from

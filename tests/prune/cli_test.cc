@@ -237,14 +237,17 @@ TEST(MethodsCli, ListsEveryMethodWithItsOptionsAndDefaults) {
   const auto json = run_cli({"methods", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const auto doc = nlohmann::json::parse(json.out);
-  ASSERT_EQ(doc.size(), 8u);  // five methods, three structured ones
-  EXPECT_EQ(doc[7]["kind"], "structured");
+  ASSERT_EQ(doc.size(), 9u);  // six methods, three structured ones
+  EXPECT_EQ(doc[8]["kind"], "structured");
   const auto text = run_cli({"methods", "alps"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("alps: ADMM"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("rho0              number   0.1"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("max_iterations    integer  300"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("sparsegpt"), std::string::npos) << text.out;
+  const auto ria = run_cli({"methods", "ria"});
+  ASSERT_EQ(ria.exit_code, 0) << ria.err;
+  EXPECT_NE(ria.out.find("permutation       string   \"none\""), std::string::npos) << ria.out;
   const auto osscar = run_cli({"methods", "osscar"});
   ASSERT_EQ(osscar.exit_code, 0) << osscar.err;
   EXPECT_NE(osscar.out.find("--structured-option key=value"), std::string::npos) << osscar.out;
