@@ -11,8 +11,8 @@
 
 #include "alps/pipeline/dense_evaluation.h"
 #include "alps/pipeline/output_dir.h"
-#include "alps/pipeline/run_plan.h"
 #include "alps/pipeline/prune_job.h"
+#include "alps/pipeline/run_plan.h"
 #include "alps/report/report.h"
 
 namespace alps::model {

@@ -303,8 +303,8 @@ std::unique_ptr<RunPlan> checked_plan(const PruneJob& job, const model::CausalLM
                      "start one rank)");
     for (int64_t b = 0; b < plan->num_blocks() && group.size() > 1; ++b)
       for (const LayerJob& j : plan->block(b))
-        ALPS_USAGE_CHECK(j.skip || !j.solver->reorders_inputs(), "--option permutation (", j.name, "): ",
-                         j.method, "'s channel permutation runs in one process; drop --nproc (or start one rank)");
+        ALPS_USAGE_CHECK(j.skip || !j.solver->reorders_inputs(), "--option permutation (", j.name, "): ", j.method,
+                         "'s channel permutation runs in one process; drop --nproc (or start one rank)");
     ALPS_USAGE_CHECK(!plan->needs_calibration || job.recipe.nsamples >= group.size(), "--nsamples ",
                      job.recipe.nsamples, " calibration windows cannot be shared among ", group.size(),
                      " ranks (WORLD_SIZE): give at least one window per rank");

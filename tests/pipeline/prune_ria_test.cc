@@ -28,7 +28,11 @@ struct Compared {
 // column in the high bit).
 at::Tensor unpack_rows(const at::Tensor& packed, int64_t in) {
   const at::Tensor bits = at::arange(7, -1, -1, at::kByte);
-  return packed.unsqueeze(2).bitwise_right_shift(bits).bitwise_and(1).reshape({packed.size(0), -1}).slice(1, 0, in)
+  return packed.unsqueeze(2)
+      .bitwise_right_shift(bits)
+      .bitwise_and(1)
+      .reshape({packed.size(0), -1})
+      .slice(1, 0, in)
       .to(at::kBool);
 }
 
@@ -79,10 +83,11 @@ TEST(PruneCli, RiaOnSmolLM2IsRias) {
                                Config{"nm_lsa", {"--pattern", "2:4", "--option", "permutation=lsa"}}}) {
     SCOPED_TRACE(config.name);
     test::TempDir dir;
-    std::vector<std::string> args = {"prune", "--model", test::smollm2_dir().string(), "--out", (dir / "o").string(),
-                                     "--calib", "c4", "--data-dir", test::committed_data_dir().string(),
-                                     "--nsamples", "8", "--seqlen", "512", "--device", "cpu", "--method", "ria",
-                                     "--stop-after", "2", "--json"};
+    std::vector<std::string> args = {"prune", "--model", test::smollm2_dir().string(), "--out", (dir / "o").string()};
+    for (const char* a : {"--calib", "c4", "--nsamples", "8", "--seqlen", "512", "--device", "cpu", "--method", "ria",
+                          "--stop-after", "2", "--json", "--data-dir"})
+      args.emplace_back(a);
+    args.push_back(test::committed_data_dir().string());
     args.insert(args.end(), config.flags.begin(), config.flags.end());
     const auto r = test::run_cli(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -97,7 +97,8 @@ at::Tensor ria_score(const LayerProblem& problem, double a) {
   // The reference's activation term is (sum_t x_tj^2 / sequences)^(a/2). Any divisor scales every score of the
   // layer alike; the reference's own, where the problem knows it, also rounds the scores as the reference does, so
   // that channel sums within a rounding of each other sort alike in the channel reallocation.
-  const double count = static_cast<double>(std::max<int64_t>(problem.sequences > 0 ? problem.sequences : problem.tokens, 1));
+  const double count =
+      static_cast<double>(std::max<int64_t>(problem.sequences > 0 ? problem.sequences : problem.tokens, 1));
   const at::Tensor norm = (problem.G.diagonal().to(at::kFloat) / count).clamp_min(0).sqrt();
   return relative * norm.pow(a).unsqueeze(0);
 }
@@ -125,7 +126,9 @@ at::Tensor ria_channel_order(const at::Tensor& score, const Pattern& pattern, co
   for (int64_t c = 0; c < m; ++c) {
     for (int64_t b = 0; b < blocks; ++b)
       assign_member(score, order, m, n, c, groups * b / blocks, groups * (b + 1) / blocks);
-    if (say) spdlog::debug("ria: kept score {:.9g} after the assignment of member {}", grouped_kept_score(score, order, n, m), c);
+    if (say)
+      spdlog::debug("ria: kept score {:.9g} after the assignment of member {}", grouped_kept_score(score, order, n, m),
+                    c);
   }
   return order;
 }
@@ -144,9 +147,8 @@ Solution Ria::solve(const LayerProblem& problem, const Pattern& pattern) const {
   s.input_order = ria_channel_order(score, pattern, options_.permutation, options_.lsa_blocks);
   // Masks chosen in the permuted order are put back in the model's: the layer computes what it computed, with
   // zeros that are N:M once its inputs are read in input_order.
-  const at::Tensor keep =
-      at::empty_like(direct).index_copy_(1, s.input_order, detail::keep_mask_layer(score.index_select(1, s.input_order),
-                                                                                    pattern));
+  const at::Tensor keep = at::empty_like(direct).index_copy_(
+      1, s.input_order, detail::keep_mask_layer(score.index_select(1, s.input_order), pattern));
   s.W = W0 * keep;
   s.stats["kept_score_gain"] = kept_score(score, keep) / std::max(kept_score(score, direct), DBL_MIN) - 1;
   return s;

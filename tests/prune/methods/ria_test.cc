@@ -11,10 +11,10 @@
 #include <numeric>
 #include <vector>
 
+#include "../fixtures.h"
 #include "alps/core/error.h"
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
-#include "../fixtures.h"
 #include "prune/assignment.h"
 #include "support.h"
 
@@ -81,7 +81,7 @@ TEST(Ria, PrunesTheLowestScoresOfTheLayerOrOfEachRow) {
   const int64_t zeros = pattern.zeros_total(40, 96);
   EXPECT_EQ(W.eq(0).sum().item<int64_t>(), zeros);
   const at::Tensor cut = std::get<0>(S.flatten().sort()).select(0, zeros);
-  EXPECT_TRUE(S.masked_select(W.eq(0)).lt(cut).all().item<bool>());  // the zeros are the lowest scores
+  EXPECT_TRUE(S.masked_select(W.eq(0)).lt(cut).all().item<bool>());          // the zeros are the lowest scores
   EXPECT_TRUE(W.masked_select(W.ne(0)).equal(p.W0.masked_select(W.ne(0))));  // no weight update
   const at::Tensor R = make_method("ria", {{"per_row", true}})->solve(p, pattern).W;
   for (int64_t r = 0; r < 40; ++r) {
@@ -94,8 +94,12 @@ TEST(Ria, PrunesTheLowestScoresOfTheLayerOrOfEachRow) {
 // Eight channels in two groups of four, summed scores rising with the channel's index (0 lowest): member 0 takes the
 // lowest quarter, member 1 the next reversed, and so on.
 TEST(Ria, HeuristicDealsTheSortedChannelsToTheMembersInTurn) {
-  const at::Tensor score = at::arange(1, 9, at::kFloat).unsqueeze(0).repeat({3, 1}).index_select(
-      1, at::tensor(std::vector<int64_t>{5, 0, 7, 2, 6, 1, 4, 3}));  // channel c holds value order[c] + 1
+  const at::Tensor score =
+      at::arange(1, 9, at::kFloat)
+          .unsqueeze(0)
+          .repeat({3, 1})
+          .index_select(
+              1, at::tensor(std::vector<int64_t>{5, 0, 7, 2, 6, 1, 4, 3}));  // channel c holds value order[c] + 1
   // Channels sorted by score: 1, 5, 3, 7, 6, 0, 4, 2.
   const at::Tensor order = ria_channel_order(score, Pattern::n_m(2, 4), "heuristic", 1);
   EXPECT_EQ(std::vector<int64_t>(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + 8),
@@ -150,7 +154,9 @@ TEST(Ria, LsaLastRoundIsTheBestReassignmentOfItsMember) {
 }
 
 TEST(Ria, BadOptionsAreClearErrors) {
-  EXPECT_NE(alps::test::error_message([] { make_method("ria", {{"permutation", "random"}}); }).find("permutation"),
+  EXPECT_NE(alps::test::error_message([] {
+              make_method("ria", {{"permutation", "random"}});
+            }).find("permutation"),
             std::string::npos);
   EXPECT_THROW(make_method("ria", {{"a", -1.0}}), Error);
   EXPECT_THROW(make_method("ria", {{"lsa_blocks", 0}}), Error);
