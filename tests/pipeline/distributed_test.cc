@@ -271,8 +271,8 @@ TEST(Distributed, RefusesBadSetupsBeforeAnyWorkNamingTheCause) {
   EXPECT_NE(refused({"--nproc", "2"}, {"RANK=0", "WORLD_SIZE=1"}).find("drop --nproc"), std::string::npos);
   EXPECT_NE(refused({"--nproc", "2", "--dist-backend", "nccl"}, {}).find("--dist-backend nccl"), std::string::npos);
   // RIA's channel orders stay with the rank that solved the linear.
-  const auto permuted = test::run_cli(prune_args(
-      dir / "out", {"--method", "ria", "--pattern", "2:4", "--option", "permutation=lsa", "--nproc", "2"}));
+  const auto permuted = test::run_cli(
+      prune_args(dir / "out", {"--method", "ria", "--pattern", "2:4", "--option", "permutation=lsa", "--nproc", "2"}));
   EXPECT_EQ(permuted.exit_code, 2);
   EXPECT_NE(permuted.err.find("--option permutation (model.layers.0.self_attn.q_proj): ria's channel permutation runs "
                               "in one process; drop --nproc"),
