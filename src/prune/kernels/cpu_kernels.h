@@ -23,6 +23,10 @@ std::unique_ptr<CgVectors> make_fused_cpu_cg(const at::Tensor& R, const at::Tens
 /// N:M keep mask of an fp32 score view [rows, cols] (any strides): the n largest of every m consecutive columns.
 at::Tensor keep_mask_groups_cpu(const at::Tensor& score, int64_t n, int64_t m);
 
+/// R[g, q] = sum_o max(0, V[o, q] - a[o, g]) for CPU fp32 V and a [out, groups]: RIA's assignment values
+/// (ria.cc), fp32 [groups, groups].
+at::Tensor relu_gain_cpu(const at::Tensor& V, const at::Tensor& a);
+
 /// Keeps all but the `zeros` smallest entries of an fp32 score (0 < zeros < numel), ties pruned in memory order.
 at::Tensor keep_largest_cpu(const at::Tensor& score, int64_t zeros);
 

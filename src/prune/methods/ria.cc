@@ -12,6 +12,7 @@
 #include "alps/prune/pattern.h"
 #include "alps/prune/problem.h"
 #include "prune/assignment.h"
+#include "prune/kernels/cpu_kernels.h"
 #include "prune/mask.h"
 
 namespace alps::prune {
@@ -48,6 +49,20 @@ double grouped_kept_score(const at::Tensor& score, const at::Tensor& order, int6
   return std::get<0>(grouped.topk(n, 2)).sum().item<double>();
 }
 
+// R[g, q] = sum_o max(0, V[o, q] - a[o, g]) ([out, groups] each): fused on the CPU, elsewhere in slices of g that
+// hold at most 2^25 differences at once.
+at::Tensor relu_gain(const at::Tensor& V, const at::Tensor& a) {
+  if (V.is_cpu() && V.scalar_type() == at::kFloat) return detail::relu_gain_cpu(V, a);
+  const int64_t out = V.size(0), groups = V.size(1);
+  const int64_t slice = std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(1, out * groups));
+  std::vector<at::Tensor> rows;
+  for (int64_t g = 0; g < groups; g += slice) {
+    const at::Tensor ag = a.slice(1, g, std::min(groups, g + slice));  // [out, s]
+    rows.push_back((V.unsqueeze(1) - ag.unsqueeze(2)).clamp_min(0).sum(0));
+  }
+  return at::cat(rows);
+}
+
 // One round of the assignment for member c of the groups in [g0, g1): group g may take, at member c, the channel
 // that member c of any group in the run holds. Keeping the n largest of M scores per row, a group whose other
 // members' n-th largest score in row o is a_go gains max(0, v_o - a_go) over their own n largest from a channel
@@ -63,14 +78,7 @@ void assign_member(const at::Tensor& score, at::Tensor& order, int64_t m, int64_
   const at::Tensor other = positions.index_select(1, at::tensor(others, order.options())).reshape({-1});
   const at::Tensor a = std::get<0>(score.index_select(1, other).view({out, groups, m - 1}).topk(n, 2))
                            .select(2, n - 1);  // [out, groups]
-  // R[g, q] = sum_o max(0, V[o, q] - a[o, g]), built in slices of g that hold at most 2^25 differences at once.
-  const int64_t slice = std::max<int64_t>(1, (int64_t{1} << 25) / std::max<int64_t>(1, out * groups));
-  std::vector<at::Tensor> rows;
-  for (int64_t g = 0; g < groups; g += slice) {
-    const at::Tensor ag = a.slice(1, g, std::min(groups, g + slice));  // [out, s]
-    rows.push_back((V.unsqueeze(1) - ag.unsqueeze(2)).clamp_min(0).sum(0));
-  }
-  const at::Tensor R = at::cat(rows).to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor R = relu_gain(V, a).to(at::kCPU, at::kDouble).contiguous();
   const std::vector<double> value(R.data_ptr<double>(), R.data_ptr<double>() + R.numel());
   const std::vector<int64_t> take = detail::max_weight_assignment(value, groups);
   const at::Tensor from = at::tensor(take, order.options().device(at::kCPU)).to(order.device());
