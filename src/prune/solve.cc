@@ -33,8 +33,8 @@ void solve_timed(const Method& method, const LayerProblem& problem, const Patter
 }
 
 // The final W against the pattern, its N:M groups formed in the method's input order (alps::Error if violated), and
-// its fraction of zeros: the whole layer's when the
-// problem is a part of it (N:M groups lie within a row; the unstructured count is the layer's).
+// its fraction of zeros: the whole layer's when the problem is a part of it (N:M groups lie within a row; the
+// unstructured count is the layer's).
 void check_and_measure(const Method& method, const LayerProblem& problem, const Pattern& pattern, LayerResult& r) {
   const RowSplit* split = problem.split.get();
   const int64_t in = r.W.size(1), total = problem.total_rows() * in;
