@@ -376,6 +376,12 @@ int64_t CausalLM::num_parameters() const {
   return n;
 }
 
+int64_t CausalLM::weight_file_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& name : state_->stored.file_names) bytes += static_cast<int64_t>(fs::file_size(state_->dir / name));
+  return bytes;
+}
+
 void CausalLM::save(const fs::path& out_dir, const SaveOptions& options) const {
   ALPS_CHECK(fs::weakly_canonical(out_dir) != fs::weakly_canonical(state_->dir),
              "cannot save over the loaded checkpoint ", state_->dir.string(), " (its tensors are memory-mapped)");

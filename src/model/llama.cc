@@ -215,7 +215,8 @@ class Llama final : public Architecture {
     };
     if (s == Structure::neurons) {
       // Mixtral's intermediate_size is each expert's, Qwen-MoE's dense layers' another: one field, two meanings.
-      if (c_.moe) return UnitRule::refused("its MLPs are mixtures of experts; alps removes the neurons of dense MLPs only");
+      if (c_.moe)
+        return UnitRule::refused("its MLPs are mixtures of experts; alps removes the neurons of dense MLPs only");
       rule.consumer = "mlp.down_proj";
       rule.units = shape(p + "mlp.down_proj.weight")[1];
       if (c_.fused_projections) {
@@ -226,7 +227,8 @@ class Llama final : public Architecture {
       }
       return rule;
     }
-    if (c_.fused_projections) return UnitRule::refused("its attention is one fused qkv_proj; alps removes heads of separate q, k, v");
+    if (c_.fused_projections)
+      return UnitRule::refused("its attention is one fused qkv_proj; alps removes heads of separate q, k, v");
     // Normalised over every head at once, the kept heads' queries and keys would change with the removed ones.
     if (c_.qk_norm == QkNorm::whole) return UnitRule::refused("its q_norm and k_norm normalise all heads together");
     const int64_t D = c_.head_dim, H = shape(p + "self_attn.q_proj.weight")[0] / D,

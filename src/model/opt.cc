@@ -118,7 +118,8 @@ class Opt final : public Architecture {
 
   UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
     // transformers' OPT takes head_dim as hidden_size / num_attention_heads: fewer heads is no OPT config.
-    if (s != Structure::neurons) return UnitRule::refused("its config has no head_dim: its heads are hidden_size / num_attention_heads");
+    if (s != Structure::neurons)
+      return UnitRule::refused("its config has no head_dim: its heads are hidden_size / num_attention_heads");
     UnitRule rule;
     rule.consumer = "fc2";
     rule.units = shape(block_prefix(block) + "fc2.weight")[1];

@@ -227,15 +227,6 @@ class PruneRun {
   World world_;
 };
 
-// Bytes of the checkpoint's weight files.
-int64_t weight_bytes(const fs::path& model_dir) {
-  int64_t bytes = 0;
-  for (const auto& e : fs::directory_iterator(model_dir))
-    if (e.is_regular_file() && e.path().extension() == ".safetensors" && e.path().filename() != kChannelOrdersFile)
-      bytes += static_cast<int64_t>(e.file_size());
-  return bytes;
-}
-
 // The run's report: what was asked, what each block's linears became, and where the time and memory went.
 report::RunReport report_of(const PruneJob& job, const PruneRun& run, const json& memory,
                             const json& distributed) {
@@ -354,7 +345,7 @@ report::RunReport run_prune_on(const PruneJob& given, const dist::Launch& launch
   report::RunReport rep = report_of(job, run, memory, exchange.describe(launch, state.next_block));
   if (!plan->unit_steps.empty())
     describe_unit_steps(*plan, job.recipe.structured_options, parameters_before, m.num_parameters(),
-                        weight_bytes(job.model_dir), rep.extra["structured"]);
+                        m.weight_file_bytes(), rep.extra["structured"]);
   record_peak_memory(rep.extra, plan->device);
   add_dense_evaluation(rep, dense);
   if (!state.finished()) {

@@ -308,9 +308,12 @@ std::string structured_table(const RunReport& r) {
     out += fmt::format("  parameters {:.2f}M -> {:.2f}M ({:.1f}%)\n", before / 1e6, after / 1e6,
                        before > 0 ? 100.0 * static_cast<double>(after) / static_cast<double>(before) : 0.0);
   }
-  int64_t written = 0;
-  for (const json& f : r.files)
-    if (f.value("name", "").find(".safetensors") != std::string::npos) written += f.value("bytes", int64_t{0});
+  int64_t written = 0;  // the model's weight files, not the channel orders beside them
+  const std::string orders = r.extra.contains("channel_orders") ? r.extra.at("channel_orders").value("file", "") : "";
+  for (const json& f : r.files) {
+    const std::string name = f.value("name", "");
+    if (name.find(".safetensors") != std::string::npos && name != orders) written += f.value("bytes", int64_t{0});
+  }
   if (s.contains("weight_bytes_before") && written > 0)
     out += fmt::format("  weight files {:.1f} MB -> {:.1f} MB\n", s.at("weight_bytes_before").get<int64_t>() / 1e6,
                        written / 1e6);

@@ -140,6 +140,8 @@ class CausalLM {
 
   /// Number of stored parameters (tied weights counted once).
   int64_t num_parameters() const;
+  /// Bytes of the weight files the model was loaded from (the single file or the index's shards).
+  int64_t weight_file_bytes() const;
 
   /// Host tensor in the checkpoint's dtype.
   at::Tensor tensor(const std::string& name) const;

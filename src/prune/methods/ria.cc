@@ -38,11 +38,6 @@ const io::OptionTable<RiaOptions>& ria_options() {
   return table;
 }
 
-// The score kept by `keep` ([out, in] bool).
-double kept_score(const at::Tensor& score, const at::Tensor& keep) {
-  return score.masked_select(keep).sum().item<double>();
-}
-
 // The score kept by N:M groups formed in `order`: the n largest of every M, summed.
 double grouped_kept_score(const at::Tensor& score, const at::Tensor& order, int64_t n, int64_t m) {
   const at::Tensor grouped = score.index_select(1, order).view({score.size(0), -1, m});
@@ -149,16 +144,19 @@ Solution Ria::solve(const LayerProblem& problem, const Pattern& pattern) const {
   const at::Tensor score = ria_score(problem, options_.a);
   if (!pattern.is_n_m())
     return {W0 * (options_.per_row ? detail::keep_mask_rows(score, pattern) : detail::keep_mask_layer(score, pattern))};
-  const at::Tensor direct = detail::keep_mask_layer(score, pattern);
-  if (options_.permutation == "none") return {W0 * direct};
+  if (options_.permutation == "none") return {W0 * detail::keep_mask_layer(score, pattern)};
   Solution s;
   s.input_order = ria_channel_order(score, pattern, options_.permutation, options_.lsa_blocks);
   // Masks chosen in the permuted order are put back in the model's: the layer computes what it computed, with
   // zeros that are N:M once its inputs are read in input_order.
-  const at::Tensor keep = at::empty_like(direct).index_copy_(
-      1, s.input_order, detail::keep_mask_layer(score.index_select(1, s.input_order), pattern));
+  const at::Tensor keep =
+      at::empty(score.sizes(), score.options().dtype(at::kBool))
+          .index_copy_(1, s.input_order, detail::keep_mask_layer(score.index_select(1, s.input_order), pattern));
   s.W = W0 * keep;
-  s.stats["kept_score_gain"] = kept_score(score, keep) / std::max(kept_score(score, direct), DBL_MIN) - 1;
+  const double consecutive =
+      grouped_kept_score(score, at::arange(score.size(1), s.input_order.options()), pattern.n(), pattern.m());
+  s.stats["kept_score_gain"] =
+      grouped_kept_score(score, s.input_order, pattern.n(), pattern.m()) / std::max(consecutive, DBL_MIN) - 1;
   return s;
 }
 
