@@ -63,10 +63,12 @@ Compared compare_masks(const io::SafetensorsFile& golden, const std::string& con
   return c;
 }
 
-// Unstructured (one threshold per layer) and 2:4: the same zeros. The two forwards round differently, so a score
-// within rounding of its threshold (or of the other scores of its group) may fall on either side; RIA also zeroes
-// the score at its threshold (one more zero per layer than floor(s * weights), alps's count). 4 differing entries per
-// layer's sampled rows allowed; 2 seen at most.
+// Unstructured (one threshold per layer) and 2:4: the same zeros. The two forwards round differently: block 0's Gram
+// diagonal sums 4096 products in another order, block 1's inputs come through two different forwards, so scores
+// differ by up to about 1e-5 of their value, and of a layer's ~55,000 sampled entries, spread over about a decade of
+// scores, about one lies that close to its cut (or to the other scores of its group) and may fall on either side.
+// RIA also zeroes the score at its threshold (one more zero per layer than floor(s * weights), alps's count).
+// 4 differing entries per layer's sampled rows allowed; 2 seen at most.
 // With the channel permutation, the reallocation sorts channels by summed score, and sums within a rounding of each
 // other (1e-7 apart in block 0's up_proj) may sort either way; the assignments then climb from another start to
 // another local optimum of the kept score. Most linears have the same zeros (13 of 14 here), and every one keeps
