@@ -42,7 +42,16 @@ struct Placement {
   bool inputs_only = false;
   /// With an observer: a mixture of experts shows every token to every expert (MoeObservation::all_experts).
   bool all_experts = false;
+  /// When set, a mixture of experts shows it each expert's outputs on its routed tokens (MoeObservation::outputs).
+  const ExpertObserver* expert_outputs = nullptr;
   int64_t sequence_length(int64_t T) const { return length > 0 ? length : past + T; }
+};
+
+/// A mixture block's experts as stored: the router (a row per expert) and each expert's tensors, short names within
+/// the block ("mlp.gate.weight"; "mlp.experts.3.up_proj.weight", ...).
+struct ExpertTensors {
+  std::string router;
+  std::vector<std::vector<std::string>> experts;
 };
 
 /// Weight access for a forward: name -> tensor on the compute device in the compute dtype.
@@ -55,8 +64,8 @@ class Architecture {
   virtual ~Architecture() = default;
   /// Every tensor the checkpoint must (or may) contain.
   virtual std::vector<TensorSpec> tensor_specs() const = 0;
-  /// Prunable linears of block i, in execution order.
-  virtual std::vector<std::string> linear_names(int64_t block) const = 0;
+  /// Prunable linears of block i, in execution order (`shape` gives a stored tensor's current shape by its full name).
+  virtual std::vector<std::string> linear_names(int64_t block, const ShapeFn& shape) const = 0;
   /// "model.layers.3." / "model.decoder.layers.3.".
   virtual std::string block_prefix(int64_t i) const = 0;
   /// Names the embedding stage and the head read (made resident by load_all).
@@ -79,6 +88,11 @@ class Architecture {
   virtual UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const {
     (void)block, (void)s, (void)shape;
     return UnitRule::refused("alps has no structured-pruning rule for this family");
+  }
+  /// Block i's experts as its tensors are now; nullopt for a block without a mixture (the default).
+  virtual std::optional<ExpertTensors> expert_tensors(int64_t block, const ShapeFn& shape) const {
+    (void)block, (void)shape;
+    return std::nullopt;
   }
   /// The config.json fields that the stored shapes give where they differ from the config (CausalLM's).
   virtual nlohmann::json config_of_shapes(const ShapeFn& shape) const {

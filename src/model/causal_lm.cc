@@ -118,7 +118,9 @@ int64_t CausalLM::attention_scores_bytes(int64_t batch, int64_t seqlen, c10::Sca
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   return scores * (dtype == c10::kFloat || dtype == c10::kDouble ? element : 2 * element + 4);
 }
-std::vector<std::string> CausalLM::linear_names(int64_t block) const { return state_->arch->linear_names(block); }
+std::vector<std::string> CausalLM::linear_names(int64_t block) const {
+  return state_->arch->linear_names(block, shapes_of(*this));
+}
 
 std::string CausalLM::weight_name(int64_t block, const std::string& linear) const {
   ALPS_CHECK(block >= 0 && block < num_blocks(), "block index ", block, " out of range [0, ", num_blocks(), ")");
@@ -188,11 +190,12 @@ at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const Li
   return run_block(i, hidden, observer, Placement{});
 }
 
-void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer,
-                             ExpertInputs experts) const {
+void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer, ExpertInputs experts,
+                             const ExpertObserver* outputs) const {
   Placement at;
   at.inputs_only = true;
   at.all_experts = experts == ExpertInputs::all;
+  at.expert_outputs = outputs;
   run_block(i, hidden, &observer, at);
 }
 
@@ -326,6 +329,54 @@ std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const 
   return changed;
 }
 
+int64_t CausalLM::num_experts(int64_t block) const {
+  const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
+  return t ? static_cast<int64_t>(t->experts.size()) : 0;
+}
+
+std::map<std::string, std::string> CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& kept) {
+  const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
+  ALPS_CHECK(t.has_value(), "block ", block, " has no mixture of experts");
+  const auto E = static_cast<int64_t>(t->experts.size());
+  ALPS_CHECK(!kept.empty() && std::is_sorted(kept.begin(), kept.end()) &&
+                 std::adjacent_find(kept.begin(), kept.end()) == kept.end() && kept.front() >= 0 && kept.back() < E,
+             "keep_experts: block ", block, ": expected ascending distinct experts below ", E);
+  const std::string p = state_->arch->block_prefix(block);
+  State& s = *state_;
+  std::map<std::string, std::string> renames;
+  // A resident copy follows its tensor's name.
+  auto move = [&](const std::string& from, const std::string& to) {
+    renames[from] = to;
+    if (to.empty()) {
+      s.stored.erase(from);
+      s.resident.erase(from);
+      return;
+    }
+    s.stored.rename(from, to);
+    if (auto it = s.resident.find(from); it != s.resident.end()) {
+      s.resident[to] = it->second;
+      s.resident.erase(it);
+    }
+  };
+  // The removed go first; then each kept expert j takes the names of expert j, which is gone or was moved to a lower
+  // index before it (kept is ascending).
+  std::vector<bool> keep(static_cast<size_t>(E), false);
+  for (int64_t e : kept) keep[static_cast<size_t>(e)] = true;
+  for (int64_t e = 0; e < E; ++e)
+    if (!keep[static_cast<size_t>(e)])
+      for (const std::string& name : t->experts[static_cast<size_t>(e)]) move(p + name, "");
+  for (size_t j = 0; j < kept.size(); ++j) {
+    const auto& from = t->experts[static_cast<size_t>(kept[j])];
+    const auto& to = t->experts[j];
+    if (kept[j] != static_cast<int64_t>(j))
+      for (size_t k = 0; k < from.size(); ++k) move(p + from[k], p + to[k]);
+  }
+  const std::string router = p + t->router;
+  reshape_tensor(router, tensor(router).index_select(0, at::tensor(kept, at::kLong)));
+  renames[router] = router;
+  return renames;
+}
+
 nlohmann::json CausalLM::config_of_shapes() const {
   return state_->arch->config_of_shapes(shapes_of(*this));
 }
@@ -346,7 +397,7 @@ void CausalLM::release_tensor(const std::string& name) {
   const auto& names = state_->stored.file_names;
   const size_t file =
       static_cast<size_t>(std::find(names.begin(), names.end(), state_->stored.file_of.at(name)) - names.begin());
-  it->second = state_->stored.files.at(file).tensor(name);
+  it->second = state_->stored.files.at(file).tensor(state_->stored.name_in_file(name));
 }
 
 std::string CausalLM::first_non_finite_tensor() const {

@@ -74,14 +74,14 @@ class Llama final : public Architecture {
     return s;
   }
 
-  std::vector<std::string> linear_names(int64_t block) const override {
+  std::vector<std::string> linear_names(int64_t block, const ShapeFn& shape) const override {
     std::vector<std::string> names =
         c_.fused_projections
             ? std::vector<std::string>{"self_attn.qkv_proj", "self_attn.o_proj"}
             : std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"};
     std::vector<std::string> mlp;
     if (c_.is_moe_layer(block))
-      mlp = moe_names_->linears();
+      mlp = moe_names_->linears(experts_of(block, shape));
     else if (c_.fused_projections)
       mlp = {"mlp.gate_up_proj", "mlp.down_proj"};
     else
@@ -90,6 +90,12 @@ class Llama final : public Architecture {
     return names;
   }
   std::string block_prefix(int64_t i) const override { return model_ + "layers." + std::to_string(i) + "."; }
+  std::optional<ExpertTensors> expert_tensors(int64_t block, const ShapeFn& shape) const override {
+    if (!c_.is_moe_layer(block)) return std::nullopt;
+    ExpertTensors t{moe_names_->router() + ".weight", {}};
+    for (int64_t e = 0, E = experts_of(block, shape); e < E; ++e) t.experts.push_back(moe_names_->expert_tensors(e));
+    return t;
+  }
   std::vector<std::string> non_block_tensors() const override {
     return {embed_name(), model_ + "norm.weight", head_name()};
   }
@@ -186,7 +192,7 @@ class Llama final : public Architecture {
       MoeIo io{[&](const std::string& name) { return w(p + name + ".weight"); }, nullptr,
                [&](at::Tensor g) { return activation_(std::move(g)); }};
       if (observer != nullptr) io.observe = *observer;
-      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only});
+      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only, at.expert_outputs});
       if (at.inputs_only) return {};
     } else {
       at::Tensor m;
@@ -213,6 +219,7 @@ class Llama final : public Architecture {
       rule.rows.push_back({linear + ".weight", width, copies});
       if (bias) rule.rows.push_back({linear + ".bias", width, copies});
     };
+    if (s == Structure::experts) return UnitRule::refused("experts leave by CausalLM::keep_experts, not by rows");
     if (s == Structure::neurons) {
       // Mixtral's intermediate_size is each expert's, Qwen-MoE's dense layers' another: one field, two meanings.
       if (c_.moe)
@@ -253,7 +260,7 @@ class Llama final : public Architecture {
   nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
     nlohmann::json fields = nlohmann::json::object();
     if (c_.fused_projections) return fields;  // no structured rule changes them
-    std::optional<int64_t> f, H, KV;
+    std::optional<int64_t> f, H, KV, E;
     auto agree = [&](std::optional<int64_t>& seen, int64_t value, const char* what, int64_t block) {
       ALPS_CHECK(!seen || *seen == value, "block ", block, " has ", value, " ", what, ", block 0 ", *seen,
                  ": a config.json states one count for every block");
@@ -262,10 +269,13 @@ class Llama final : public Architecture {
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = block_prefix(i);
       if (!c_.moe) agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);  // experts keep theirs
+      if (c_.is_moe_layer(i)) agree(E, experts_of(i, shape), "experts", i);
       agree(H, shape(p + "self_attn.q_proj.weight")[0] / c_.head_dim, "query heads", i);
       agree(KV, shape(p + "self_attn.k_proj.weight")[0] / c_.head_dim, "key/value heads", i);
     }
     if (f && *f != c_.intermediate_size) fields["intermediate_size"] = *f;
+    if (E && *E != c_.moe->num_experts)
+      for (const std::string& key : c_.moe->count_keys) fields[key] = *E;
     if (*H != c_.num_heads || *KV != c_.num_kv_heads) {
       fields["num_attention_heads"] = *H;
       fields["num_key_value_heads"] = *KV;
@@ -287,6 +297,11 @@ class Llama final : public Architecture {
  private:
   std::string embed_name() const { return model_ + "embed_tokens.weight"; }
   std::string head_name() const { return c_.tie_word_embeddings ? embed_name() : lm_head_; }
+
+  // A mixture block's experts: its router's rows (fewer than the config's where experts were removed).
+  int64_t experts_of(int64_t block, const ShapeFn& shape) const {
+    return shape(block_prefix(block) + moe_names_->router() + ".weight")[0];
+  }
 
   // The MLP's activation, in place.
   at::Tensor activation_(at::Tensor g) const { return c_.activation == "silu" ? at::silu_(g) : at::gelu_(g, "tanh"); }

@@ -25,9 +25,9 @@ std::string MoeNames::down(int64_t e) const { return root_ + "experts." + std::t
 std::string MoeNames::shared(const char* projection) const { return root_ + "shared_expert." + projection; }
 std::string MoeNames::shared_gate() const { return root_ + "shared_expert_gate"; }
 
-std::vector<std::string> MoeNames::linears() const {
+std::vector<std::string> MoeNames::linears(int64_t experts) const {
   std::vector<std::string> names;
-  for (int64_t e = 0; e < c_.num_experts; ++e) {
+  for (int64_t e = 0; e < experts; ++e) {
     names.push_back(gate(e));
     names.push_back(up(e));
     names.push_back(down(e));
@@ -35,6 +35,10 @@ std::vector<std::string> MoeNames::linears() const {
   if (c_.shared_expert_intermediate_size > 0)
     for (const char* p : {"gate_proj", "up_proj", "down_proj"}) names.push_back(shared(p));
   return names;
+}
+
+std::vector<std::string> MoeNames::expert_tensors(int64_t e) const {
+  return {gate(e) + ".weight", up(e) + ".weight", down(e) + ".weight"};
 }
 
 std::vector<TensorSpec> MoeNames::specs(const std::string& prefix, int64_t hidden) const {
@@ -60,22 +64,29 @@ namespace {
 struct Routing {
   at::Tensor tokens;             ///< [N * top_k] token indices grouped by expert
   at::Tensor weights;            ///< [N * top_k] the matching routing weights
+  at::Tensor probability;        ///< [N * top_k] fp32: the softmax's probability before any renormalisation
   std::vector<int64_t> offsets;  ///< expert e's share is [offsets[e], offsets[e + 1])
 };
 
 Routing route(const MoeConfig& c, const at::Tensor& x, const at::Tensor& router) {
+  const int64_t E = router.size(0);
+  ALPS_CHECK(c.top_k <= E, "a mixture layer of ", E, " experts cannot route each token to ", c.top_k);
   const at::Tensor logits = at::linear(x, router);  // [N, E] in the compute dtype
   const at::Tensor probs = at::softmax(logits, -1, at::kFloat);
   auto [top, experts] = at::topk(probs, c.top_k, -1);
+  const at::Tensor probability = top;
   if (c.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
   if (!c.weights_fp32) top = top.to(logits.scalar_type());
   // A stable sort of the (token, slot) pairs by expert keeps each expert's tokens in ascending order.
   const at::Tensor flat = experts.reshape(-1);
   const at::Tensor order = std::get<1>(at::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false));
-  const at::Tensor counts = at::bincount(flat, {}, c.num_experts).to(at::kCPU);
-  Routing r{at::div(order, c.top_k, "floor"), top.reshape(-1).index_select(0, order), {0}};
+  const at::Tensor counts = at::bincount(flat, {}, E).to(at::kCPU);
+  Routing r{at::div(order, c.top_k, "floor"),
+            top.reshape(-1).index_select(0, order),
+            probability.reshape(-1).index_select(0, order),
+            {0}};
   const int64_t* n = counts.data_ptr<int64_t>();
-  for (int64_t e = 0; e < c.num_experts; ++e) r.offsets.push_back(r.offsets.back() + n[e]);
+  for (int64_t e = 0; e < E; ++e) r.offsets.push_back(r.offsets.back() + n[e]);
   return r;
 }
 
@@ -93,7 +104,12 @@ at::Tensor gated(const MoeIo& io, const at::Tensor& x, const std::string& gate, 
 at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& io, const at::Tensor& h,
                        const MoeObservation& observation) {
   const at::Tensor x = h.reshape({-1, h.size(-1)});  // [N, hidden]
+  const at::Tensor router = io.weight(names.router());
+  const int64_t E = router.size(0);
   const bool all = observation.all_experts;
+  // Outputs are computed for the tally even where only inputs are wanted.
+  const bool outputs = observation.outputs != nullptr;
+  const bool inputs_only = observation.inputs_only && !outputs;
   const bool has_shared = c.shared_expert_intermediate_size > 0;
   // Every linear that reads h is shown it in one run of calls, so that they share one statistic.
   if (has_shared) {
@@ -101,7 +117,7 @@ at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& i
     show(io, names.shared("up_proj"), h);
   }
   if (all)
-    for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t e = 0; e < E; ++e) {
       show(io, names.gate(e), h);
       show(io, names.up(e), h);
     }
@@ -114,13 +130,13 @@ at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& i
                apply_linear(m, io.weight(names.shared("down_proj")));
   }
   if (all)  // each expert's product on every token, as its down projection would see it were every token routed
-    for (int64_t e = 0; e < c.num_experts; ++e)
+    for (int64_t e = 0; e < E; ++e)
       show(io, names.down(e), gated(io, x, names.gate(e), names.up(e)).view({h.size(0), h.size(1), -1}));
-  if (all && observation.inputs_only) return {};
+  if (all && inputs_only) return {};
 
-  const Routing r = route(c, x, io.weight(names.router()));
+  const Routing r = route(c, x, router);
   at::Tensor out = observation.inputs_only ? at::Tensor() : at::zeros_like(x);
-  for (int64_t e = 0; e < c.num_experts; ++e) {
+  for (int64_t e = 0; e < E; ++e) {
     const int64_t first = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - first;
     // An expert no token chose adds nothing; its linears are still shown their (empty) inputs, so that every rank of a
     // distributed run holds statistics for every linear, empty where its windows reached none.
@@ -133,8 +149,11 @@ at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& i
     }
     const at::Tensor m = gated(io, xe, names.gate(e), names.up(e));
     if (!all) show(io, names.down(e), m);
-    if (observation.inputs_only || n == 0) continue;
-    const at::Tensor y = apply_linear(m, io.weight(names.down(e))).mul(r.weights.narrow(0, first, n).unsqueeze(-1));
+    if (inputs_only || n == 0) continue;
+    const at::Tensor f = apply_linear(m, io.weight(names.down(e)));
+    if (outputs) (*observation.outputs)(e, r.probability.narrow(0, first, n), f);
+    if (observation.inputs_only) continue;
+    const at::Tensor y = f.mul(r.weights.narrow(0, first, n).unsqueeze(-1));
     out.index_add_(0, rows, y.to(out.scalar_type()));
   }
   if (observation.inputs_only) return {};
@@ -151,6 +170,10 @@ void read_moe_config(const ConfigReader& r, const MoeDefaults& d, ModelConfig& c
              r.path().string(), ": num_experts ", r.raw().value("num_experts", nlohmann::json()).dump(),
              " and num_local_experts ", r.raw().value("num_local_experts", nlohmann::json()).dump(), " disagree");
   const char* key = r.has("num_experts") ? "num_experts" : "num_local_experts";
+  for (const char* k : {"num_experts", "num_local_experts"})
+    if (r.has(k)) m.count_keys.emplace_back(k);
+  if (m.count_keys.empty())
+    m.count_keys.emplace_back(d.naming == ExpertNaming::mixtral ? "num_local_experts" : "num_experts");
   m.num_experts = r.optional_int(key).value_or(d.num_experts);
   r.check_positive(m.num_experts, key);
   m.top_k = r.optional_int("num_experts_per_tok").value_or(d.top_k);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "alps/model/causal_lm.h"
 #include "alps/model/config.h"
 
 namespace alps::model {
@@ -30,9 +31,12 @@ class MoeNames {
   /// Qwen2-MoE's shared expert ("gate_proj", "up_proj", "down_proj") and its gate.
   std::string shared(const char* projection) const;
   std::string shared_gate() const;
-  /// The prunable linears in execution order: each expert's gate, up and down, then the shared expert's. The routers
-  /// (a row per expert) are not among them.
-  std::vector<std::string> linears() const;
+  /// The prunable linears in execution order: each of `experts` experts' gate, up and down (a block whose experts
+  /// were removed holds fewer than the config's), then the shared expert's. The routers (a row per expert) are not
+  /// among them.
+  std::vector<std::string> linears(int64_t experts) const;
+  /// Expert e's tensors (short names within the block).
+  std::vector<std::string> expert_tensors(int64_t e) const;
   /// Every tensor of the layer (hidden: the model's width), under `prefix` ("model.layers.3.").
   std::vector<TensorSpec> specs(const std::string& prefix, int64_t hidden) const;
 
@@ -56,11 +60,16 @@ struct MoeObservation {
   /// while the layer's output stays the routed one: --moe-calibration all. Otherwise each expert sees the tokens
   /// routed to it.
   bool all_experts = false;
-  /// Only the inputs are wanted: the down projections' products (and the output) are not computed.
+  /// Only the inputs are wanted: the down projections' products (and the output) are not computed, unless `outputs`
+  /// wants them.
   bool inputs_only = false;
+  /// When set, sees each expert's output on the tokens routed to it with their routing probabilities (REAP's
+  /// saliency, docs/moe.md).
+  const ExpertObserver* outputs = nullptr;
 };
 
-/// The mixture on h [batch, seq, hidden] -> [batch, seq, hidden] (undefined when inputs_only).
+/// The mixture on h [batch, seq, hidden] -> [batch, seq, hidden] (undefined when inputs_only). Its experts are the
+/// router's rows, as many as the config says or fewer where experts were removed.
 at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& io, const at::Tensor& h,
                        const MoeObservation& observation);
 

@@ -51,7 +51,7 @@ class Opt final : public Architecture {
     return s;
   }
 
-  std::vector<std::string> linear_names(int64_t /*every block the same*/) const override {
+  std::vector<std::string> linear_names(int64_t /*every block the same*/, const ShapeFn& /*unused*/) const override {
     return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", "fc1", "fc2"};
   }
   std::string block_prefix(int64_t i) const override { return kPrefix + "layers." + std::to_string(i) + "."; }

@@ -66,6 +66,30 @@ bool is_weights_file(const std::string& name) {
 
 }  // namespace
 
+void StoredWeights::rename(const std::string& from, const std::string& to) {
+  ALPS_CHECK(host.count(from) && !host.count(to), "cannot rename tensor '", from, "' to '", to, "'");
+  host[to] = std::move(host.at(from));
+  host.erase(from);
+  file_of[to] = file_of.at(from);
+  file_of.erase(from);
+  renamed[to] = name_in_file(from);
+  renamed.erase(from);
+  *std::find(order.begin(), order.end(), from) = to;
+}
+
+void StoredWeights::erase(const std::string& name) {
+  ALPS_CHECK(host.count(name), "cannot remove tensor '", name, "': the checkpoint has none");
+  host.erase(name);
+  file_of.erase(name);
+  renamed.erase(name);
+  order.erase(std::find(order.begin(), order.end(), name));
+}
+
+const std::string& StoredWeights::name_in_file(const std::string& name) const {
+  auto it = renamed.find(name);
+  return it == renamed.end() ? name : it->second;
+}
+
 StoredWeights read_weights(const fs::path& dir) {
   StoredWeights w;
   // Which files hold which tensors: the index for sharded checkpoints, else the one model.safetensors.

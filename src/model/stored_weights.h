@@ -22,6 +22,15 @@ struct StoredWeights {
   std::map<std::string, std::string> file_of;   // tensor -> file name inside the directory
   std::vector<std::string> order;               // input order: file by file, data-offset order
   std::map<std::string, std::string> metadata;  // __metadata__ of the first file
+  std::map<std::string, std::string> renamed;   // tensor -> its name in its file, where the two differ
+
+  /// The tensor `from` is called `to` from now on (its file still calls it `from`), in `from`'s place in the order;
+  /// `to` must be free.
+  void rename(const std::string& from, const std::string& to);
+  /// The tensor is no longer part of the checkpoint.
+  void erase(const std::string& name);
+  /// The tensor's name in its file.
+  const std::string& name_in_file(const std::string& name) const;
 };
 
 /// Opens the weight files of `dir`. Errors name the file and the tensor: a shard outside the directory, a tensor

@@ -70,6 +70,14 @@ BlockStats Activations::observe(int64_t b) {
   return stats;
 }
 
+void Activations::observe_experts(int64_t b, const model::ExpertObserver& outputs) {
+  const model::LinearObserver none = [](const std::string&, const at::Tensor&) {};
+  each_batch([&](int64_t i, int64_t n) {
+    m_.observe_block(b, to_device(x_.slice(0, i, i + n)), none, model::ExpertInputs::routed, &outputs);
+  });
+  synchronize(plan_.device);
+}
+
 void Activations::through_block(int64_t b, const model::LinearObserver* observer) {
   // Each batch's outputs replace its inputs: nothing reads a block's inputs after its statistics pass (a killed run
   // resumes from the inputs saved on disk), so the activations of the calibration set are held once. On a GPU the

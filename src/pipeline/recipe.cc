@@ -98,6 +98,17 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Mixtures of experts: each expert's statistics from the tokens routed to it (routed) or from every "
                  "token, the block's output still routed (all)",
                  &Recipe::moe_calibration, {"routed", "all"}});
+    k.push_back({"remove_experts", false, "--remove-experts",
+                 "Mixtures of experts: the fraction of every mixture layer's experts removed (the same count in each), "
+                 "first of the structured steps (see --expert-score)",
+                 &Recipe::remove_experts});
+    k.push_back({"expert_score",
+                 false,
+                 "--expert-score",
+                 "What --remove-experts keeps: reap (the experts whose routed outputs, weighted by their routing "
+                 "probabilities, are largest on average) or frequency (the most often routed)",
+                 &Recipe::expert_score,
+                 {"reap", "frequency"}});
     k.push_back({"remove_neurons", false, "--remove-neurons",
                  "Structured: the fraction of every block's MLP neurons removed (the same count in each block), before "
                  "any --sparsity or --pattern of what stays",
@@ -159,7 +170,7 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"dist_timeout", false, "--dist-timeout",
                  "Distributed runs: seconds a rank waits for the others before it stops with an error",
                  &Recipe::dist_timeout, {}, 1});
-    for (const char* key : {"remove_neurons", "remove_heads"})
+    for (const char* key : {"remove_experts", "remove_neurons", "remove_heads"})
       std::find_if(k.begin(), k.end(), [key](const K& x) { return x.key == key; })->fraction = true;
     for (const char* key : {"device", "batch_size", "solve_streams", "stats_device", "eval_seqlen", "eval_max_windows",
                             "eval_limit", "dist_backend", "dist_split", "dist_timeout"})

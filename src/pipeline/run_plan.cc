@@ -93,6 +93,11 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
     model::Structure structure;
     const char* flag;
   };
+  ALPS_USAGE_CHECK(
+      r.sparsity_profile != "owl" || (r.remove_experts == 0 && r.remove_heads == 0 && r.remove_neurons == 0),
+      "--sparsity-profile owl counts the zeros of each block on its dense shapes; with --remove-experts, "
+      "--remove-neurons or --remove-heads use --sparsity-profile uniform");
+  plan_expert_step(m, r);
   std::vector<Ask> asks;
   if (r.remove_heads > 0)
     asks.push_back({r.remove_heads,
@@ -101,9 +106,6 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
   if (r.remove_neurons > 0) asks.push_back({r.remove_neurons, model::Structure::neurons, "--remove-neurons"});
   if (asks.empty()) return;
   unit_method_ = prune::make_unit_method(r.structured_method, r.structured_options);
-  ALPS_USAGE_CHECK(r.sparsity_profile != "owl",
-                   "--sparsity-profile owl counts the zeros of each block on its dense "
-                   "shapes; with --remove-neurons or --remove-heads use --sparsity-profile uniform");
   for (const Ask& a : asks) {
     const model::UnitRule rule = m.unit_rule(0, a.structure);
     ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", rule.refusal);
@@ -128,6 +130,23 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                      " of them: whole ones go; give a multiple of 1/", per_part);
     unit_steps.push_back({a.structure, a.flag, rule.consumer, rule.units, rule.parts, per_part - removed, rule.width});
   }
+  needs_calibration = true;
+}
+
+void RunPlan::plan_expert_step(const model::CausalLM& m, const Recipe& r) {
+  if (r.remove_experts <= 0) return;
+  const char* flag = "--remove-experts";
+  int64_t E = 0;
+  for (int64_t b = 0; b < m.num_blocks() && E == 0; ++b) E = m.num_experts(b);
+  ALPS_USAGE_CHECK(E > 0, flag, ": ", m.config().architecture, " has no mixture-of-experts layers");
+  const int64_t top_k = m.config().moe->top_k;
+  const auto removed = static_cast<int64_t>(std::llround(r.remove_experts * static_cast<double>(E)));
+  ALPS_USAGE_CHECK(removed >= 1, flag, " ", r.remove_experts, " of ", E, " experts removes none: give at least ",
+                   1.0 / static_cast<double>(E));
+  ALPS_USAGE_CHECK(E - removed >= top_k, flag, " ", r.remove_experts, " of ", E, " experts leaves ", E - removed,
+                   ", fewer than the ", top_k, " each token is routed to (num_experts_per_tok)");
+  expert_score = r.expert_score;
+  unit_steps.push_back({model::Structure::experts, flag, "", E, 1, E - removed, 1});
   needs_calibration = true;
 }
 

@@ -19,6 +19,7 @@
 #include "alps/pipeline/activations.h"
 #include "alps/pipeline/calibration.h"
 #include "alps/pipeline/exchange.h"
+#include "alps/pipeline/expert_removal.h"
 #include "alps/pipeline/linear_solve.h"
 #include "alps/pipeline/memory_estimate.h"
 #include "alps/pipeline/output_dir.h"
@@ -97,6 +98,7 @@ class PruneRun {
     state_.units = s.units;
     state_.legs = s.legs;
     profile_.restore(s.sparsity_profile);
+    replay_expert_removal(m_, state_.units);  // the saved blocks hold the kept experts under their new names
     if (exchange_.writes_output())  // the others never read finished blocks (Exchange::retire)
       for (int64_t b = 0; b < s.next_block; ++b)
         for (const auto& [name, w] : dir_.load_block(b)) {
@@ -130,9 +132,13 @@ class PruneRun {
       const int64_t b = state_.next_block;
       const std::string block = state_.block_name(b);
       m_.load_block(b);
+      // Experts go first, so that the statistics are those of the kept experts under the router that remains.
+      const auto renames = remove_experts(b, plan_, m_, activations_, state_.phases, state_.units);
       BlockStats stats = activations_.observe(b);
-      const std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, state_.phases, state_.units);
-      const std::vector<LayerJob> jobs = profile_.jobs(b);
+      std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, state_.phases, state_.units);
+      for (const auto& [from, to] : renames)
+        if (from == to) reshaped.push_back(to);  // the router, with the kept experts' rows
+      const std::vector<LayerJob> jobs = renamed_jobs(profile_.jobs(b), renames);
       const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
       exchange_.reduce(schedule, inputs, block);

@@ -24,6 +24,8 @@ std::string structure_name(model::Structure s) {
       return "heads";
     case model::Structure::kv_groups:
       return "kv_groups";
+    case model::Structure::experts:
+      return "experts";
   }
   return "?";
 }
@@ -33,6 +35,7 @@ std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::Cau
   std::vector<std::string> changed;
   const int64_t blocks = m.num_blocks();
   for (const UnitStep& u : plan.unit_steps) {
+    if (u.structure == model::Structure::experts) continue;  // expert_removal.h, before the statistics
     const std::string kind = structure_name(u.structure);
     const auto phase = phases.enter("structured", fmt::format("choosing the {} of block {}/{}", kind, b + 1, blocks));
     const std::string weight = m.weight_name(b, u.consumer);
@@ -74,16 +77,20 @@ std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::Cau
 
 void describe_unit_steps(const RunPlan& plan, const nlohmann::json& options, int64_t parameters_before,
                          int64_t parameters_after, int64_t weight_bytes_before, nlohmann::json& structured) {
-  structured["method"] = std::string(plan.unit_method()->name());
-  structured["options"] = options;
+  // The neurons' and heads' method, or the experts' score where experts alone go.
+  structured["method"] = plan.unit_method() != nullptr ? std::string(plan.unit_method()->name()) : plan.expert_score;
+  if (plan.unit_method() != nullptr) structured["options"] = options;
   nlohmann::json steps = nlohmann::json::array();
-  for (const UnitStep& u : plan.unit_steps)
+  for (const UnitStep& u : plan.unit_steps) {
+    const bool experts = u.structure == model::Structure::experts;
     steps.push_back({{"structure", structure_name(u.structure)},
                      {"flag", u.flag},
-                     {"linear", u.consumer},
+                     {"method", experts ? plan.expert_score : std::string(plan.unit_method()->name())},
                      {"units", u.units},
                      {"parts", u.parts},
                      {"kept", u.keep * u.parts}});
+    if (!experts) steps.back()["linear"] = u.consumer;
+  }
   structured["steps"] = steps;
   structured["parameters"] = {{"before", parameters_before}, {"after", parameters_after}};
   structured["weight_bytes_before"] = weight_bytes_before;

@@ -292,15 +292,22 @@ std::string structured_table(const RunReport& r) {
   const json& s = r.extra.at("structured");
   std::string out = fmt::format("\nstructured ({}):\n", s.value("method", ""));
   for (const json& step : s.value("steps", json::array())) {
+    // A neurons or heads step: the mean relative error of its layers' choices; experts: the mean share of the routed
+    // output (probability times output norm) that the removed experts carried.
+    const bool experts = step.value("structure", "") == "experts";
     double error = 0;
     int n = 0;
     for (const json& b : s.value("blocks", json::array()))
       if (b.value("structure", "") == step.value("structure", "")) {
-        error += b.value("rel_error", 0.0);
+        error += b.value(experts ? "removed_share" : "rel_error", 0.0);
         ++n;
       }
-    out += fmt::format("  {:<10} kept {} of {} in every block ({}), mean err {:.4e}\n", step.value("structure", ""),
-                       step.value("kept", 0), step.value("units", 0), step.value("flag", ""), n > 0 ? error / n : 0.0);
+    const double mean = n > 0 ? error / n : 0.0;
+    out += fmt::format("  {:<10} kept {} of {} in every {} ({}{}), {}\n", step.value("structure", ""),
+                       step.value("kept", 0), step.value("units", 0), experts ? "mixture layer" : "block",
+                       step.value("flag", ""), experts ? ", " + step.value("method", std::string()) : "",
+                       experts ? fmt::format("removed {:.2f}% of the routed output", 100 * mean)
+                               : fmt::format("mean err {:.4e}", mean));
   }
   if (s.contains("parameters")) {
     const json& p = s.at("parameters");

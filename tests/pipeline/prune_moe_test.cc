@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,9 +13,8 @@
 #include <vector>
 
 #include "alps/model/causal_lm.h"
-#include "alps/pipeline/calibration.h"
 #include "alps/prune/problem.h"
-#include "alps/tokenizer/tokenizer.h"
+#include "moe_support.h"
 #include "prune_cli_support.h"
 #include "support.h"
 
@@ -26,55 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string calib() { return (test::committed_data_dir() / "text/tinystories/tinystories_sample.txt").string(); }
-
-struct PruneRun {
-  json report;
-  fs::path problems;
-};
-
-// `alps prune` into dir/pruned, its layer problems into dir/problems when `dump` (a method that reads calibration
-// data).
-PruneRun prune(const fs::path& model, const fs::path& dir, int64_t nsamples, int64_t seqlen,
-               std::vector<std::string> extra, bool dump = true) {
-  std::vector<std::string> args = {
-      "prune", "--model",    model.string(),           "--out",    (dir / "pruned").string(), "--calib",
-      calib(), "--nsamples", std::to_string(nsamples), "--seqlen", std::to_string(seqlen),    "--device",
-      "cpu",   "--json"};
-  if (dump) args.insert(args.end(), {"--dump-problems", (dir / "problems").string()});
-  args.insert(args.end(), extra.begin(), extra.end());
-  const auto r = test::run_cli(args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return {r.exit_code == 0 ? json::parse(r.out) : json(), dir / "problems"};
-}
-
-// The hidden states entering block 0's MLP, [tokens, hidden] in fp64: what every expert's gate and up projections
-// read when every token is shown to every expert.
-at::Tensor mlp_inputs(const model::CausalLM& m, const at::Tensor& ids) {
-  at::Tensor h;
-  m.observe_block(
-      0, m.embed(ids),
-      [&](const std::string& linear, const at::Tensor& x) {
-        if (linear == "mlp.experts.0.gate_proj") h = x.reshape({-1, x.size(-1)}).to(at::kDouble);
-      },
-      model::ExpertInputs::all);
-  return h;
-}
-
-// Each token's top-k experts by a scan over the router's probabilities (ties to the higher index, as torch.topk
-// picks them in the fixtures), a second formulation of the forward's sort.
-std::vector<std::vector<int64_t>> routed_tokens(const at::Tensor& probs, int64_t k) {
-  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(probs.size(1)));
-  const auto p = probs.accessor<float, 2>();
-  for (int64_t t = 0; t < probs.size(0); ++t) {
-    std::vector<int64_t> order(static_cast<size_t>(probs.size(1)));
-    for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return p[t][a] > p[t][b] || (p[t][a] == p[t][b] && a > b); });
-    for (int64_t j = 0; j < k; ++j) tokens[static_cast<size_t>(order[static_cast<size_t>(j)])].push_back(t);
-  }
-  return tokens;
-}
+using test_moe::calib;
+using test_moe::mlp_inputs;
+using test_moe::prune;
+using test_moe::PruneRun;
+using test_moe::routed_tokens;
 
 TEST(PruneMoe, EachExpertsStatisticsAreThoseOfTheTokensRoutedToIt) {
   test::TempDir dir;
@@ -85,9 +39,7 @@ TEST(PruneMoe, EachExpertsStatisticsAreThoseOfTheTokensRoutedToIt) {
 
   const auto dense = model::CausalLM::load(model);
   const model::MoeConfig& moe = *dense.config().moe;
-  const auto tok = tokenizer::load_tokenizer(model);
-  const at::Tensor ids =
-      pipeline::sample_windows(pipeline::read_documents(calib()), *tok, {calib(), nsamples, seqlen, 0});
+  const at::Tensor ids = test_moe::calibration_ids(model, nsamples, seqlen);
   const at::Tensor h = mlp_inputs(dense, ids);
   ASSERT_EQ(h.size(0), T);
   const at::Tensor router = dense.tensor("model.layers.0.mlp.gate.weight");
@@ -135,9 +87,7 @@ TEST(PruneMoe, AllExpertsCalibrationShowsEveryTokenToEveryExpert) {
   ASSERT_FALSE(routed.report.is_null());
   EXPECT_EQ(all.report["recipe"]["calibration"]["experts"], "all");
   const auto dense = model::CausalLM::load(model);
-  const auto tok = tokenizer::load_tokenizer(model);
-  const at::Tensor ids =
-      pipeline::sample_windows(pipeline::read_documents(calib()), *tok, {calib(), nsamples, seqlen, 0});
+  const at::Tensor ids = test_moe::calibration_ids(model, nsamples, seqlen);
   const at::Tensor h = mlp_inputs(dense, ids);
   const double xmax2 = h.pow(2).sum(-1).max().item<double>();
   const double tol = test::rounding_bound(T + 2 * dense.config().hidden_size, T * xmax2);

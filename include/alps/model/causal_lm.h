@@ -25,9 +25,13 @@ using TensorMap = std::map<std::string, at::Tensor>;
 /// and its input activations [batch, seq, in] on the compute device.
 using LinearObserver = std::function<void(const std::string& linear, const at::Tensor& input)>;
 
+/// Sees, during an observed forward of a mixture block, each expert's output [n, hidden] (before its routing weight)
+/// on the n tokens routed to it, and those tokens' routing probabilities [n] (fp32, the softmax over every expert).
+using ExpertObserver = std::function<void(int64_t expert, const at::Tensor& probability, const at::Tensor& output)>;
+
 /// What structured pruning removes from a block (docs/structured.md): MLP neurons, query heads (the same count from
-/// each key/value group), or whole key/value groups with their query heads.
-enum class Structure { neurons, heads, kv_groups };
+/// each key/value group), whole key/value groups with their query heads, or a mixture's experts (docs/moe.md).
+enum class Structure { neurons, heads, kv_groups, experts };
 
 /// A tensor of a block whose rows follow the removed units: `width` rows per unit, in `copies` stacked copies (a
 /// fused gate_up_proj holds the gate's rows, then the up's).
@@ -107,8 +111,9 @@ class CausalLM {
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
   /// Block i's forward for its linears' inputs only: `observer` sees each of them as in block_forward, and the
   /// block's output, which needs the last linear's product and is not wanted here, is not computed.
+  /// `outputs`, when set, sees a mixture block's experts' outputs (the down projections then run).
   void observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer,
-                     ExpertInputs experts = ExpertInputs::routed) const;
+                     ExpertInputs experts = ExpertInputs::routed, const ExpertObserver* outputs = nullptr) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
   /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its
@@ -133,9 +138,15 @@ class CausalLM {
   /// `consumer_weight` [out, kept * width] as the consumer linear's weight. Returns the names of the tensors changed.
   std::vector<std::string> keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
                                       const at::Tensor& consumer_weight);
+  /// Experts of block i as its tensors are now (0: no mixture).
+  int64_t num_experts(int64_t block) const;
+  /// Keeps `kept` (ascending) of block i's experts: the router keeps their rows, the others' tensors go, and the
+  /// kept ones are renumbered 0 .. kept - 1 as the output names them. Returns each tensor renamed or removed, full
+  /// names, old -> new ("" when removed), and the router (whose rows changed) under its own name.
+  std::map<std::string, std::string> keep_experts(int64_t block, const std::vector<int64_t>& kept);
   /// The config.json fields that the stored tensors' shapes give where they differ from config.json (a structured
-  /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim); empty when none does. Throws if
-  /// the blocks disagree, which no standard config can state.
+  /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim, num_experts); empty when none does.
+  /// Throws if the blocks disagree, which no standard config can state.
   nlohmann::json config_of_shapes() const;
 
   /// Number of stored parameters (tied weights counted once).

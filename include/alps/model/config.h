@@ -51,6 +51,9 @@ enum class ExpertNaming {
 /// fp32, then top-k) and sums their outputs weighted by the routing weights.
 struct MoeConfig {
   int64_t num_experts = 0;
+  /// The config.json fields that state num_experts (num_experts, num_local_experts: those the file has, else the
+  /// family's), rewritten where experts are removed.
+  std::vector<std::string> count_keys;
   int64_t top_k = 0;              ///< experts per token (num_experts_per_tok)
   int64_t intermediate_size = 0;  ///< each expert's
   bool norm_topk_prob = false;    ///< the top_k weights divided by their sum (Mixtral always; the others by config)

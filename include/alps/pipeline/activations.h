@@ -39,6 +39,9 @@ class Activations {
   /// The windows through the pruned block b: the next block sees what the pruned block produces, so errors do not
   /// compound unnoticed (the "pruned_forward" phase).
   void forward(int64_t b);
+  /// The windows through block b's linears with `outputs` seeing its experts' outputs, in the caller's phase (the
+  /// choice of the experts --remove-experts keeps). The windows stay as they are.
+  void observe_experts(int64_t b, const model::ExpertObserver& outputs);
   /// The windows through block b with `observer` seeing its linears' inputs, outside any phase (OWL's dense pass).
   void pass(int64_t b, const model::LinearObserver& observer);
   /// A copy of the windows, passes run on it leaving these as they are.

@@ -45,6 +45,11 @@ struct Recipe {
   std::string head_rule = "within-groups";
   std::string structured_method = "osscar";
   nlohmann::json structured_options = nlohmann::json::object();
+  /// Mixtures of experts (docs/moe.md): the fraction of each mixture layer's experts removed (0: none), first of the
+  /// structured steps, and what ranks them: "reap" (the mean over an expert's routed tokens of its routing probability
+  /// times the norm of its output) or "frequency" (how many tokens it was routed).
+  double remove_experts = 0;
+  std::string expert_score = "reap";
   std::vector<std::string> skip;  ///< globs of linears left dense
   std::vector<LayerRule> overrides;
   std::string device = "auto";

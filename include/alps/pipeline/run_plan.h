@@ -82,14 +82,18 @@ class RunPlan {
   bool needs_calibration = false;
   /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).
   std::optional<prune::OwlOptions> owl;
-  /// --remove-heads, then --remove-neurons, as each block takes them before its unstructured solves; empty: none.
+  /// --remove-experts, --remove-heads, then --remove-neurons, as each block takes them before its unstructured solves;
+  /// empty: none. An experts step has no consumer linear (its choice reads the experts' outputs).
   std::vector<UnitStep> unit_steps;
-  /// --structured-method with its constants, built when some step asks for it.
+  /// --expert-score, when --remove-experts asks for experts to go.
+  std::string expert_score;
+  /// --structured-method with its constants, built when a neurons or heads step asks for it.
   const prune::UnitMethod* unit_method() const { return unit_method_.get(); }
 
  private:
   LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight, const std::string& linear);
   void plan_unit_steps(const model::CausalLM& m, const Recipe& r);
+  void plan_expert_step(const model::CausalLM& m, const Recipe& r);
 
   std::unique_ptr<prune::UnitMethod> unit_method_;
   const prune::Method& method(const std::string& name, const nlohmann::json& options);
