@@ -1,0 +1,102 @@
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "alps/core/error.h"
+#include "alps/model/causal_lm.h"
+#include "model/architecture.h"
+#include "model/causal_lm_state.h"
+
+// CausalLM's structured edits (docs/structured.md, docs/moe.md): the units and experts that leave a block, and the
+// config.json fields the smaller shapes give.
+namespace alps::model {
+
+UnitRule CausalLM::unit_rule(int64_t block, Structure s) const {
+  UnitRule rule = state_->arch->unit_rule(block, s, shapes_of(*this));
+  if (!rule.refusal.empty()) rule.refusal = state_->config.architecture + ": " + rule.refusal;
+  return rule;
+}
+
+std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
+                                              const at::Tensor& consumer_weight) {
+  const UnitRule rule = unit_rule(block, s);
+  ALPS_CHECK(rule.refusal.empty(), rule.refusal);
+  const std::string p = state_->arch->block_prefix(block);
+  // The rows of `width` per unit of each kept unit, in each of `copies` stacked copies of `units` units.
+  auto rows_of = [&](int64_t width, int64_t copies) {
+    std::vector<int64_t> rows;
+    for (int64_t c = 0; c < copies; ++c)
+      for (int64_t u : kept)
+        for (int64_t r = 0; r < width; ++r) rows.push_back((c * rule.units + u) * width + r);
+    return at::tensor(rows, at::kLong);
+  };
+  std::vector<std::string> changed;
+  for (const UnitRows& r : rule.rows) {
+    const std::string name = p + r.tensor;
+    reshape_tensor(name, tensor(name).index_select(0, rows_of(r.width, r.copies)));
+    changed.push_back(name);
+  }
+  const std::string consumer = p + rule.consumer + ".weight";
+  const at::Tensor W = tensor(consumer);
+  ALPS_CHECK(consumer_weight.dim() == 2 && consumer_weight.size(0) == W.size(0) &&
+                 consumer_weight.size(1) == static_cast<int64_t>(kept.size()) * rule.width,
+             "keep_units ", consumer, ": expected [", W.size(0), ", ", kept.size() * rule.width, "], got ",
+             shape_str(consumer_weight.sizes()));
+  reshape_tensor(consumer, consumer_weight);
+  changed.push_back(consumer);
+  return changed;
+}
+
+int64_t CausalLM::num_experts(int64_t block) const {
+  const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
+  return t ? static_cast<int64_t>(t->experts.size()) : 0;
+}
+
+std::map<std::string, std::string> CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& kept) {
+  const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
+  ALPS_CHECK(t.has_value(), "block ", block, " has no mixture of experts");
+  const auto E = static_cast<int64_t>(t->experts.size());
+  ALPS_CHECK(!kept.empty() && std::is_sorted(kept.begin(), kept.end()) &&
+                 std::adjacent_find(kept.begin(), kept.end()) == kept.end() && kept.front() >= 0 && kept.back() < E,
+             "keep_experts: block ", block, ": expected ascending distinct experts below ", E);
+  const std::string p = state_->arch->block_prefix(block);
+  State& s = *state_;
+  std::map<std::string, std::string> renames;
+  // A resident copy follows its tensor's name.
+  auto move = [&](const std::string& from, const std::string& to) {
+    renames[from] = to;
+    if (to.empty()) {
+      s.stored.erase(from);
+      s.resident.erase(from);
+      return;
+    }
+    s.stored.rename(from, to);
+    if (auto it = s.resident.find(from); it != s.resident.end()) {
+      s.resident[to] = it->second;
+      s.resident.erase(it);
+    }
+  };
+  // The removed go first; then each kept expert j takes the names of expert j, which is gone or was moved to a lower
+  // index before it (kept is ascending).
+  std::vector<bool> keep(static_cast<size_t>(E), false);
+  for (int64_t e : kept) keep[static_cast<size_t>(e)] = true;
+  for (int64_t e = 0; e < E; ++e)
+    if (!keep[static_cast<size_t>(e)])
+      for (const std::string& name : t->experts[static_cast<size_t>(e)]) move(p + name, "");
+  for (size_t j = 0; j < kept.size(); ++j) {
+    const auto& from = t->experts[static_cast<size_t>(kept[j])];
+    const auto& to = t->experts[j];
+    if (kept[j] != static_cast<int64_t>(j))
+      for (size_t k = 0; k < from.size(); ++k) move(p + from[k], p + to[k]);
+  }
+  const std::string router = p + t->router;
+  reshape_tensor(router, tensor(router).index_select(0, at::tensor(kept, at::kLong)));
+  renames[router] = router;
+  return renames;
+}
+
+nlohmann::json CausalLM::config_of_shapes() const { return state_->arch->config_of_shapes(shapes_of(*this)); }
+
+}  // namespace alps::model
