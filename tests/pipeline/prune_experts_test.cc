@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -74,15 +74,20 @@ Scores block0_scores(const model::CausalLM& m, const at::Tensor& ids) {
   return s;
 }
 
-// The `keep` highest of `score`, ascending; a tie keeps the lower index.
+// The experts above the keep-th highest score, then those at it from the lowest index until `keep` (the rule's
+// statement by a threshold, where the run sorts).
 std::vector<int64_t> highest(const std::vector<double>& score, int64_t keep) {
-  std::vector<int64_t> order(score.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return score[static_cast<size_t>(a)] > score[static_cast<size_t>(b)]; });
-  order.resize(static_cast<size_t>(keep));
-  std::sort(order.begin(), order.end());
-  return order;
+  std::vector<double> sorted = score;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const double threshold = sorted[static_cast<size_t>(keep - 1)];
+  std::vector<bool> chosen(score.size(), false);
+  auto count = [&] { return std::count(chosen.begin(), chosen.end(), true); };
+  for (size_t e = 0; e < score.size(); ++e) chosen[e] = score[e] > threshold;
+  for (size_t e = 0; e < score.size() && count() < keep; ++e) chosen[e] = chosen[e] || score[e] == threshold;
+  std::vector<int64_t> kept;
+  for (size_t e = 0; e < score.size(); ++e)
+    if (chosen[e]) kept.push_back(static_cast<int64_t>(e));
+  return kept;
 }
 
 const json& experts_report(const json& report, int64_t block) {

@@ -43,6 +43,10 @@ class Method {
   virtual bool splits_rows() const { return false; }
   /// Whether solve() may set Solution::input_order (RIA with a channel permutation).
   virtual bool reorders_inputs() const { return false; }
+  /// Whether solve() fits the kept weights to the calibration statistics (a least-squares update, not only a mask):
+  /// such a method needs more calibration tokens than a score does before it generalises (README, "Choosing a
+  /// method and a calibration size").
+  virtual bool refits_weights() const { return false; }
 };
 
 /// Solution::stats on one line: "iterations 33, rho 0.717" (integers as they are, other numbers to 3 digits).

@@ -67,6 +67,7 @@ class Alps final : public Method {
   /// Solution::iterations = ADMM iterations run, rho = final rho, factorizations = 1 (one eigendecomposition).
   Solution solve(const LayerProblem& problem, const Pattern& pattern) const override;
   bool splits_rows() const override { return true; }
+  bool refits_weights() const override { return true; }
 
  private:
   AlpsOptions options_;

@@ -23,6 +23,7 @@ class SparseGpt final : public Method {
   explicit SparseGpt(SparseGptOptions options = {});
   std::string_view name() const override { return "sparsegpt"; }
   Solution solve(const LayerProblem& problem, const Pattern& pattern) const override;
+  bool refits_weights() const override { return true; }
 
  private:
   SparseGptOptions options_;
