@@ -50,6 +50,37 @@ void check_dump_problems(const PruneJob& job, const model::CausalLM& m, const Ru
                  job.dump_problems.string(), " already holds ", j.name, ".safetensors; choose an empty directory");
 }
 
+// Below this many calibration tokens per input of the widest linear whose weights a method refits (ALPS, SparseGPT,
+// --refine), the refit fits the calibration sample more than text in general, and Wanda, which only chooses a mask,
+// does better on held-out text (README, "Choosing a method and a calibration size": measured on SmolLM2-135M).
+constexpr double kTokensPerInput = 2;
+
+// Says so, once, when the run is below that: the widest refitted linear, its method, the tokens it has and needs.
+void warn_small_calibration(const model::CausalLM& m, const Recipe& r, const RunPlan& plan) {
+  if (!plan.needs_calibration) return;
+  const LayerJob* widest = nullptr;
+  int64_t width = 0;
+  for (int64_t b = 0; b < plan.num_blocks(); ++b)
+    for (const LayerJob& j : plan.block(b)) {
+      // An expert sees its routed share of the tokens: the report's tokens per expert speak for it.
+      if (j.skip || j.name.find(".experts.") != std::string::npos) continue;
+      if (!j.solver->refits_weights() && j.refine == prune::Refine::kNone) continue;
+      if (const int64_t in = m.tensor(j.weight).size(1); in > width) {
+        width = in;
+        widest = &j;
+      }
+    }
+  const int64_t tokens = r.nsamples * plan.seqlen;
+  if (widest == nullptr || static_cast<double>(tokens) >= kTokensPerInput * static_cast<double>(width)) return;
+  spdlog::warn(
+      "calibration: {} tokens ({} x {}) for {}'s refit of inputs up to {} wide ({}): below about {:.0f} "
+      "tokens per input ({:.1f} here) a refit fits the calibration sample more than text in general, and "
+      "wanda may do better; give more --nsamples or --seqlen (README: choosing a method)",
+      tokens, r.nsamples, plan.seqlen,
+      widest->solver->refits_weights() ? widest->method : "--refine " + std::string(prune::refine_name(widest->refine)),
+      width, widest->name, kTokensPerInput, static_cast<double>(tokens) / static_cast<double>(width));
+}
+
 }  // namespace
 
 std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalLM& m, const tokenizer::Tokenizer& tok,
@@ -63,6 +94,7 @@ std::unique_ptr<RunPlan> validate_with(const PruneJob& job, const model::CausalL
   warn_unmatched_globs(m, r);
   check_dump_problems(job, m, *plan);
   if (!job.resume && plan->needs_calibration) resolve_calibration_source(r.calib, job.data_dir);
+  if (first) warn_small_calibration(m, r, *plan);
   if (!plan->needs_calibration && r.calib != Recipe{}.calib)
     spdlog::warn("--calib {} is not read: no method of this run reads calibration data", r.calib);
   // A text too short for one evaluation window, or a bad row of a task file, would stop the run after its pruning.

@@ -201,5 +201,28 @@ TEST(PruneCli, DefaultsFitTheModelAndModelsResolveByName) {
   EXPECT_NE(missing.err.find("(did you mean 'stories260K-hf'?)"), std::string::npos) << missing.err;
 }
 
+TEST(PruneCli, TooFewCalibrationTokensForARefitAreSaidOnce) {
+  test::TempDir dir;
+  // stories260K's widest input is its MLP's 172 neurons; 2 x 16 = 32 tokens are far too few to refit on, 32 x 128
+  // enough, and Wanda refits nothing.
+  auto run = [&](const std::string& name, std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--sparsity", "0.5", "--stop-after", "0"});
+    const auto r = test::run_cli(prune_args(dir / name, flags));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.err;
+  };
+  const std::string few = run("few", {"--method", "sparsegpt", "--nsamples", "2", "--seqlen", "16"});
+  const std::string said = "calibration: 32 tokens (2 x 16) for sparsegpt's refit of inputs up to 172 wide";
+  EXPECT_NE(few.find(said), std::string::npos) << few;
+  EXPECT_EQ(few.find(said), few.rfind(said)) << few;
+  EXPECT_NE(run("refine", {"--method", "wanda", "--refine", "pcg", "--nsamples", "2", "--seqlen", "16"})
+                .find("for --refine pcg's refit"),
+            std::string::npos);
+  EXPECT_EQ(run("wanda", {"--method", "wanda", "--nsamples", "2", "--seqlen", "16"}).find("calibration: 32 tokens"),
+            std::string::npos);
+  EXPECT_EQ(run("enough", {"--method", "alps", "--nsamples", "32", "--seqlen", "128"}).find("refit of inputs"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace alps
