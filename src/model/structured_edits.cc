@@ -54,7 +54,7 @@ int64_t CausalLM::num_experts(int64_t block) const {
   return t ? static_cast<int64_t>(t->experts.size()) : 0;
 }
 
-std::map<std::string, std::string> CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& kept) {
+KeptExperts CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& kept) {
   const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
   ALPS_CHECK(t.has_value(), "block ", block, " has no mixture of experts");
   const auto E = static_cast<int64_t>(t->experts.size());
@@ -63,10 +63,10 @@ std::map<std::string, std::string> CausalLM::keep_experts(int64_t block, const s
              "keep_experts: block ", block, ": expected ascending distinct experts below ", E);
   const std::string p = state_->arch->block_prefix(block);
   State& s = *state_;
-  std::map<std::string, std::string> renames;
+  KeptExperts changed{{}, p + t->router};
   // A resident copy follows its tensor's name.
   auto move = [&](const std::string& from, const std::string& to) {
-    renames[from] = to;
+    changed.renamed[from] = to;
     if (to.empty()) {
       s.stored.erase(from);
       s.resident.erase(from);
@@ -91,10 +91,8 @@ std::map<std::string, std::string> CausalLM::keep_experts(int64_t block, const s
     if (kept[j] != static_cast<int64_t>(j))
       for (size_t k = 0; k < from.size(); ++k) move(p + from[k], p + to[k]);
   }
-  const std::string router = p + t->router;
-  reshape_tensor(router, tensor(router).index_select(0, at::tensor(kept, at::kLong)));
-  renames[router] = router;
-  return renames;
+  reshape_tensor(changed.router, tensor(changed.router).index_select(0, at::tensor(kept, at::kLong)));
+  return changed;
 }
 
 nlohmann::json CausalLM::config_of_shapes() const { return state_->arch->config_of_shapes(shapes_of(*this)); }

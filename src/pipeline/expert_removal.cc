@@ -38,8 +38,8 @@ std::vector<int64_t> highest(const std::vector<double>& score, int64_t keep) {
 
 }  // namespace
 
-std::map<std::string, std::string> remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m,
-                                                  Activations& windows, Phases& phases, nlohmann::json& reports) {
+model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m, Activations& windows,
+                                  Phases& phases, nlohmann::json& reports) {
   const UnitStep* step = experts_step(plan);
   const int64_t E = m.num_experts(b), blocks = m.num_blocks();
   if (step == nullptr || E == 0) return {};
@@ -59,40 +59,37 @@ std::map<std::string, std::string> remove_experts(int64_t b, const RunPlan& plan
   for (size_t e = 0; e < score.size(); ++e) {
     mass[e] = sums[static_cast<int64_t>(e)].item<double>();
     const auto n = static_cast<double>(tokens[e]);
-    score[e] = plan.expert_score == "frequency" ? n : n > 0 ? mass[e] / n : 0.0;
+    score[e] = *plan.expert_score == ExpertScore::frequency ? n : n > 0 ? mass[e] / n : 0.0;
   }
   const std::vector<int64_t> kept = highest(score, step->keep);
-  const double total = std::accumulate(mass.begin(), mass.end(), 0.0);
-  double removed_mass = total;
+  std::vector<bool> is_kept(mass.size(), false);
+  for (int64_t e : kept) is_kept[static_cast<size_t>(e)] = true;
+  double total = 0, removed_mass = 0;
   std::vector<int64_t> removed;
-  for (int64_t e = 0, k = 0; e < E; ++e) {
-    if (k < static_cast<int64_t>(kept.size()) && kept[static_cast<size_t>(k)] == e) {
-      removed_mass -= mass[static_cast<size_t>(e)];
-      ++k;
-    } else {
-      removed.push_back(e);
-    }
+  for (size_t e = 0; e < mass.size(); ++e) {
+    total += mass[e];
+    if (is_kept[e]) continue;
+    removed_mass += mass[e];
+    removed.push_back(static_cast<int64_t>(e));
   }
-  std::map<std::string, std::string> renames = m.keep_experts(b, kept);
-  std::string router;
-  for (const auto& [from, to] : renames)
-    if (from == to) router = from.substr(0, from.size() - std::string(".weight").size());
+  model::KeptExperts changed = m.keep_experts(b, kept);
   const double seconds = seconds_since(t0);
   const double share = total > 0 ? removed_mass / total : 0.0;
   reports.push_back({{"block", b},
-                     {"linear", router},
+                     {"linear", changed.router.substr(0, changed.router.size() - std::string(".weight").size())},
                      {"structure", kStructure},
                      {"units", E},
                      {"kept", static_cast<int64_t>(kept.size())},
                      {"kept_units", kept},
-                     {"method", plan.expert_score},
+                     {"method", expert_score_name(*plan.expert_score)},
                      {"scores", score},
                      {"tokens", tokens},
                      {"removed_share", share},
                      {"seconds", seconds}});
   spdlog::info("block {}/{} experts: kept {} of {} ({}; removed {}: {:.2f}% of the routed output, {:.2f}s)", b + 1,
-               blocks, kept.size(), E, plan.expert_score, fmt::join(removed, ", "), 100 * share, seconds);
-  return renames;
+               blocks, kept.size(), E, expert_score_name(*plan.expert_score), fmt::join(removed, ", "), 100 * share,
+               seconds);
+  return changed;
 }
 
 void replay_expert_removal(model::CausalLM& m, const nlohmann::json& reports) {
@@ -102,11 +99,11 @@ void replay_expert_removal(model::CausalLM& m, const nlohmann::json& reports) {
 }
 
 std::vector<LayerJob> renamed_jobs(const std::vector<LayerJob>& jobs,
-                                   const std::map<std::string, std::string>& renames) {
+                                   const std::map<std::string, std::string>& renamed) {
   std::vector<LayerJob> out;
   for (const LayerJob& j : jobs) {
-    auto it = renames.find(j.weight);
-    if (it == renames.end()) {
+    auto it = renamed.find(j.weight);
+    if (it == renamed.end()) {
       out.push_back(j);
       continue;
     }

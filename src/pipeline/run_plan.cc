@@ -145,7 +145,7 @@ void RunPlan::plan_expert_step(const model::CausalLM& m, const Recipe& r) {
                    1.0 / static_cast<double>(E));
   ALPS_USAGE_CHECK(E - removed >= top_k, flag, " ", r.remove_experts, " of ", E, " experts leaves ", E - removed,
                    ", fewer than the ", top_k, " each token is routed to (num_experts_per_tok)");
-  expert_score = r.expert_score;
+  expert_score = r.expert_score == "frequency" ? ExpertScore::frequency : ExpertScore::reap;  // check_recipe's choices
   unit_steps.push_back({model::Structure::experts, flag, "", E, 1, E - removed, 1});
   needs_calibration = true;
 }
@@ -196,6 +196,8 @@ const prune::Method& RunPlan::method(const std::string& name, const json& option
   if (it == methods_.end()) it = methods_.emplace(key, prune::make_method(name, options)).first;
   return *it->second;
 }
+
+std::string expert_score_name(ExpertScore s) { return s == ExpertScore::frequency ? "frequency" : "reap"; }
 
 Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
   Recipe out = r;

@@ -134,17 +134,16 @@ class PruneRun {
       const std::string block = state_.block_name(b);
       m_.load_block(b);
       // Experts go first, so that the statistics are those of the kept experts under the router that remains.
-      const auto renames = remove_experts(b, plan_, m_, activations_, state_.phases, state_.units);
-      const std::vector<LayerJob> jobs = renamed_jobs(profile_.jobs(b), renames);
+      const model::KeptExperts experts = remove_experts(b, plan_, m_, activations_, state_.phases, state_.units);
+      const std::vector<LayerJob> jobs = renamed_jobs(profile_.jobs(b), experts.renamed);
       // A run that removes experts and nothing else reads no statistics.
-      const bool read = plan_.expert_score.empty() ||
+      const bool read = !plan_.expert_score ||
                         std::any_of(plan_.unit_steps.begin(), plan_.unit_steps.end(),
                                     [](const UnitStep& u) { return u.structure != model::Structure::experts; }) ||
                         std::any_of(jobs.begin(), jobs.end(), [](const LayerJob& j) { return j.needs_statistics(); });
       BlockStats stats = read ? activations_.observe(b) : BlockStats(plan_.stats_device, plan_.stats_dtype);
       std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, state_.phases, state_.units);
-      for (const auto& [from, to] : renames)
-        if (from == to) reshaped.push_back(to);  // the router, with the kept experts' rows
+      if (!experts.router.empty()) reshaped.push_back(experts.router);  // with the kept experts' rows
       const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
       exchange_.reduce(schedule, inputs, block);

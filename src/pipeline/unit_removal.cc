@@ -78,17 +78,19 @@ std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::Cau
 void describe_unit_steps(const RunPlan& plan, const nlohmann::json& options, int64_t parameters_before,
                          int64_t parameters_after, int64_t weight_bytes_before, nlohmann::json& structured) {
   // The neurons' and heads' method, or the experts' score where experts alone go.
-  structured["method"] = plan.unit_method() != nullptr ? std::string(plan.unit_method()->name()) : plan.expert_score;
+  structured["method"] =
+      plan.unit_method() != nullptr ? std::string(plan.unit_method()->name()) : expert_score_name(*plan.expert_score);
   if (plan.unit_method() != nullptr) structured["options"] = options;
   nlohmann::json steps = nlohmann::json::array();
   for (const UnitStep& u : plan.unit_steps) {
     const bool experts = u.structure == model::Structure::experts;
-    steps.push_back({{"structure", structure_name(u.structure)},
-                     {"flag", u.flag},
-                     {"method", experts ? plan.expert_score : std::string(plan.unit_method()->name())},
-                     {"units", u.units},
-                     {"parts", u.parts},
-                     {"kept", u.keep * u.parts}});
+    steps.push_back(
+        {{"structure", structure_name(u.structure)},
+         {"flag", u.flag},
+         {"method", experts ? expert_score_name(*plan.expert_score) : std::string(plan.unit_method()->name())},
+         {"units", u.units},
+         {"parts", u.parts},
+         {"kept", u.keep * u.parts}});
     if (!experts) steps.back()["linear"] = u.consumer;
   }
   structured["steps"] = steps;

@@ -60,6 +60,13 @@ struct UnitRule {
   }
 };
 
+/// What CausalLM::keep_experts changed: each tensor renamed or removed, full names, old -> new ("" when removed), and
+/// the router, whose rows changed.
+struct KeptExperts {
+  std::map<std::string, std::string> renamed;
+  std::string router;
+};
+
 struct SaveOptions {
   /// Above this many bytes the weights are split into model-0000i-of-0000n.safetensors shards plus an index.
   int64_t max_shard_bytes = 5'000'000'000;
@@ -141,9 +148,8 @@ class CausalLM {
   /// Experts of block i as its tensors are now (0: no mixture).
   int64_t num_experts(int64_t block) const;
   /// Keeps `kept` (ascending) of block i's experts: the router keeps their rows, the others' tensors go, and the
-  /// kept ones are renumbered 0 .. kept - 1 as the output names them. Returns each tensor renamed or removed, full
-  /// names, old -> new ("" when removed), and the router (whose rows changed) under its own name.
-  std::map<std::string, std::string> keep_experts(int64_t block, const std::vector<int64_t>& kept);
+  /// kept ones are renumbered 0 .. kept - 1 as the output names them.
+  KeptExperts keep_experts(int64_t block, const std::vector<int64_t>& kept);
   /// The config.json fields that the stored tensors' shapes give where they differ from config.json (a structured
   /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim, num_experts); empty when none does.
   /// Throws if the blocks disagree, which no standard config can state.

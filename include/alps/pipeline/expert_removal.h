@@ -19,17 +19,17 @@ class Phases;
 
 /// Removes block b's experts as the plan's experts step says (nothing where the plan has no such step or the block
 /// no mixture); its report (block, router, experts kept, every expert's score and tokens, the share of the routed
-/// output removed) joins `reports`. Returns the renaming of the block's tensors (CausalLM::keep_experts).
-std::map<std::string, std::string> remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m,
-                                                  Activations& windows, Phases& phases, nlohmann::json& reports);
+/// output removed) joins `reports`. Returns what changed in the model (CausalLM::keep_experts; empty: nothing).
+model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m, Activations& windows,
+                                  Phases& phases, nlohmann::json& reports);
 
 /// Removes from `m` again the experts that the finished blocks' reports (those remove_experts added) say were
 /// removed: a resumed run's model before its saved blocks are read.
 void replay_expert_removal(model::CausalLM& m, const nlohmann::json& reports);
 
-/// `jobs` after `renames`: the removed experts' linears dropped, each kept one under its new name with the job its
-/// input name was given (recipe rules name the input's experts).
+/// `jobs` after `renamed` (KeptExperts::renamed): the removed experts' linears dropped, each kept one under its new
+/// name with the job its input name was given (recipe rules name the input's experts).
 std::vector<LayerJob> renamed_jobs(const std::vector<LayerJob>& jobs,
-                                   const std::map<std::string, std::string>& renames);
+                                   const std::map<std::string, std::string>& renamed);
 
 }  // namespace alps::pipeline

@@ -53,6 +53,11 @@ struct UnitStep {
   int64_t units = 0, parts = 1, keep = 0, width = 1;
 };
 
+/// What --remove-experts ranks the experts by (docs/moe.md): REAP's saliency or the routing frequency.
+enum class ExpertScore { reap, frequency };
+/// "reap", "frequency": --expert-score's names, as the report writes them.
+std::string expert_score_name(ExpertScore s);
+
 class RunPlan {
  public:
   /// Checks `r` against the model `m` and builds every linear's job; throws alps::UsageError naming the flag (or the
@@ -86,7 +91,7 @@ class RunPlan {
   /// empty: none. An experts step has no consumer linear (its choice reads the experts' outputs).
   std::vector<UnitStep> unit_steps;
   /// --expert-score, when --remove-experts asks for experts to go.
-  std::string expert_score;
+  std::optional<ExpertScore> expert_score;
   /// --structured-method with its constants, built when a neurons or heads step asks for it.
   const prune::UnitMethod* unit_method() const { return unit_method_.get(); }
 
