@@ -56,6 +56,13 @@ dist::Group* Exchange::parts_group(const Schedule& s, size_t li) {
   return g.get();
 }
 
+void Exchange::reduce_to_rank0(LayerStats& s, const std::string& what) {
+  if (group_.size() == 1) return;
+  const auto phase = phases_.enter("reduce_statistics", what);
+  s.reduce_to(group_, 0, what);
+  synchronize(device_);
+}
+
 void Exchange::reduce(const Schedule& s, const std::vector<LayerStats*>& inputs, const std::string& block) {
   if (group_.size() == 1) return;
   const auto phase = phases_.enter("reduce_statistics", "reducing the statistics of " + block);

@@ -11,6 +11,7 @@
 
 #include "alps/core/log.h"
 #include "alps/pipeline/activations.h"
+#include "alps/pipeline/exchange.h"
 #include "alps/pipeline/run_state.h"
 
 namespace alps::pipeline {
@@ -39,7 +40,7 @@ std::vector<int64_t> highest(const std::vector<double>& score, int64_t keep) {
 }  // namespace
 
 model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m, Activations& windows,
-                                  Phases& phases, nlohmann::json& reports) {
+                                  Exchange& exchange, Phases& phases, nlohmann::json& reports) {
   const UnitStep* step = experts_step(plan);
   const int64_t E = m.num_experts(b), blocks = m.num_blocks();
   if (step == nullptr || E == 0) return {};
@@ -48,16 +49,21 @@ model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalL
   // Per expert, over its routed tokens: the sum of probability x ||output|| (on the device, no wait per batch), and
   // their count.
   at::Tensor routed_output = at::zeros({E}, at::TensorOptions().dtype(at::kDouble).device(plan.device));
-  std::vector<int64_t> tokens(static_cast<size_t>(E), 0);
+  at::Tensor routed_tokens = at::zeros({E}, at::kLong);
   windows.observe_experts(b, [&](int64_t e, const at::Tensor& probability, const at::Tensor& output) {
-    tokens[static_cast<size_t>(e)] += probability.size(0);
+    routed_tokens[e] += probability.size(0);
     const at::Tensor norm = at::linalg_vector_norm(output.to(at::kFloat), 2, {-1});
     routed_output.select(0, e).add_(probability.mul(norm).sum());
   });
+  // Over every rank's windows: each rank then keeps the same experts.
+  exchange.sum(routed_output, "summing the expert scores");
+  exchange.sum(routed_tokens, "summing the expert scores");
   const at::Tensor sums = routed_output.cpu();
+  std::vector<int64_t> tokens(static_cast<size_t>(E));
   std::vector<double> score(static_cast<size_t>(E)), mass(static_cast<size_t>(E));
   for (size_t e = 0; e < score.size(); ++e) {
     mass[e] = sums[static_cast<int64_t>(e)].item<double>();
+    tokens[e] = routed_tokens[static_cast<int64_t>(e)].item<int64_t>();
     const auto n = static_cast<double>(tokens[e]);
     score[e] = *plan.expert_score == ExpertScore::frequency ? n : n > 0 ? mass[e] / n : 0.0;
   }

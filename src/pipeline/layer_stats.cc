@@ -53,16 +53,24 @@ const at::Tensor& LayerStats::gram() const {
 }
 
 void LayerStats::keep_inputs(const at::Tensor& cols) {
-  const at::Tensor c = cols.to(G_.device());
-  G_ = gram().index_select(0, c).index_select(1, c).contiguous();
-  sum_ = sum_.index_select(0, c);
-  sequence_sq_ = sequence_sq_.index_select(0, c);
+  const at::Tensor c = cols.to(options_.device());
+  if (G_.defined()) {  // a rank that reduced them to another holds none
+    G_ = gram().index_select(0, c).index_select(1, c).contiguous();
+    sum_ = sum_.index_select(0, c);
+    sequence_sq_ = sequence_sq_.index_select(0, c);
+  }
   in_ = c.numel();
   shared_ = std::make_shared<prune::SharedFactors>();
 }
 
 void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& what) {
-  if (group.size() == 1) return;
+  if (group.size() == 1 || owner == owner_) return;
+  if (owner_ >= 0 && group.rank() != owner_) {  // summed into another rank before: the others add nothing to it
+    G_ = at::zeros({in_, in_}, options_);
+    sum_ = at::zeros({in_}, options_.dtype(at::kDouble));
+    sequence_sq_ = at::zeros_like(sum_);
+    T_ = S_ = 0;
+  }
   // The whole of G goes (add() fills its lower triangle; packing one would cost a copy of its own); the owner's
   // upper triangle is mirrored from the summed lower one when it is read.
   group.reduce_sum(G_, owner, what);
@@ -79,6 +87,7 @@ void LayerStats::reduce_to(dist::Group& group, int owner, const std::string& wha
     sum_ = sequence_sq_ = at::Tensor();
     T_ = S_ = 0;
   }
+  owner_ = owner;
 }
 
 void LayerStats::share_among(dist::Group& members, const std::string& what) {

@@ -134,7 +134,8 @@ class PruneRun {
       const std::string block = state_.block_name(b);
       m_.load_block(b);
       // Experts go first, so that the statistics are those of the kept experts under the router that remains.
-      const model::KeptExperts experts = remove_experts(b, plan_, m_, activations_, state_.phases, state_.units);
+      const model::KeptExperts experts =
+          remove_experts(b, plan_, m_, activations_, exchange_, state_.phases, state_.units);
       const std::vector<LayerJob> jobs = renamed_jobs(profile_.jobs(b), experts.renamed);
       // A run that removes experts and nothing else reads no statistics.
       const bool read = !plan_.expert_score ||
@@ -142,7 +143,7 @@ class PruneRun {
                                     [](const UnitStep& u) { return u.structure != model::Structure::experts; }) ||
                         std::any_of(jobs.begin(), jobs.end(), [](const LayerJob& j) { return j.needs_statistics(); });
       BlockStats stats = read ? activations_.observe(b) : BlockStats(plan_.stats_device, plan_.stats_dtype);
-      std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, state_.phases, state_.units);
+      std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, exchange_, state_.phases, state_.units);
       if (!experts.router.empty()) reshaped.push_back(experts.router);  // with the kept experts' rows
       const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
@@ -298,11 +299,6 @@ std::unique_ptr<RunPlan> checked_plan(const PruneJob& job, const model::CausalLM
                                       dist::Group& group) {
   return on_every_rank(group, "checking the job", [&] {
     auto plan = validate_with(job, m, tok, /*first=*/group.rank() == 0);
-    // Every rank would have to take the same units before the solves: not built yet.
-    ALPS_USAGE_CHECK(plan->unit_steps.empty() || group.size() == 1,
-                     plan->unit_steps.empty() ? "" : plan->unit_steps.front().flag,
-                     ": structured pruning runs in one process; drop --nproc (or "
-                     "start one rank)");
     for (int64_t b = 0; b < plan->num_blocks() && group.size() > 1; ++b)
       for (const LayerJob& j : plan->block(b))
         ALPS_USAGE_CHECK(j.skip || !j.solver->reorders_inputs(), "--option permutation (", j.name, "): ", j.method,

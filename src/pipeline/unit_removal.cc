@@ -9,6 +9,7 @@
 #include "alps/core/error.h"
 #include "alps/core/log.h"
 #include "alps/model/causal_lm.h"
+#include "alps/pipeline/exchange.h"
 #include "alps/pipeline/layer_stats.h"
 #include "alps/pipeline/run_plan.h"
 #include "alps/pipeline/run_state.h"
@@ -31,46 +32,56 @@ std::string structure_name(model::Structure s) {
 }
 
 std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::CausalLM& m, BlockStats& stats,
-                                      Phases& phases, nlohmann::json& reports) {
+                                      Exchange& exchange, Phases& phases, nlohmann::json& reports) {
   std::vector<std::string> changed;
   const int64_t blocks = m.num_blocks();
   for (const UnitStep& u : plan.unit_steps) {
     if (u.structure == model::Structure::experts) continue;  // expert_removal.h, before the statistics
     const std::string kind = structure_name(u.structure);
-    const auto phase = phases.enter("structured", fmt::format("choosing the {} of block {}/{}", kind, b + 1, blocks));
     const std::string weight = m.weight_name(b, u.consumer);
     LayerStats& s = stats.at(u.consumer);
-    prune::UnitProblem p;
-    p.W0 = m.tensor(weight).to(plan.device).to(at::kFloat);
-    p.G = s.gram().to(plan.device);
-    p.width = u.width;
-    p.parts = u.parts;
-    p.keep = u.keep;
-    p.name = weight;
+    exchange.reduce_to_rank0(s, fmt::format("reducing the statistics of block {}/{} {}", b + 1, blocks, u.consumer));
+    const auto phase = phases.enter("structured", fmt::format("choosing the {} of block {}/{}", kind, b + 1, blocks));
+    // Rank 0 chooses, on every rank's windows; the others take its units and refit bit for bit.
+    const int64_t keep = u.keep * u.parts, rows = m.tensor(weight).size(0);
+    at::Tensor kept = at::empty({keep}, at::TensorOptions().dtype(at::kLong).device(plan.device));
+    at::Tensor W = at::empty({rows, keep * u.width}, at::TensorOptions().dtype(at::kFloat).device(plan.device));
+    nlohmann::json report = {
+        {"block", b},        {"linear", weight.substr(0, weight.size() - std::string(".weight").size())},
+        {"structure", kind}, {"units", u.units},
+        {"kept", keep},      {"method", std::string(plan.unit_method()->name())}};
     const auto t0 = std::chrono::steady_clock::now();
-    prune::UnitSolution sol;
-    try {
-      sol = plan.unit_method()->solve(p);
-    } catch (const Error& e) {
-      ALPS_FAIL("block ", b + 1, "/", blocks, " ", u.consumer, ": ", e.what());
+    if (exchange.writes_output()) {
+      prune::UnitProblem p;
+      p.W0 = m.tensor(weight).to(plan.device).to(at::kFloat);
+      p.G = s.gram().to(plan.device);
+      p.width = u.width;
+      p.parts = u.parts;
+      p.keep = u.keep;
+      p.name = weight;
+      prune::UnitSolution sol;
+      try {
+        sol = plan.unit_method()->solve(p);
+      } catch (const Error& e) {
+        ALPS_FAIL("block ", b + 1, "/", blocks, " ", u.consumer, ": ", e.what());
+      }
+      report["rel_error"] = prune::unit_relative_error(p, sol);
+      report["stats"] = sol.stats;
+      kept.copy_(at::tensor(sol.kept, at::kLong));
+      W.copy_(sol.W);
     }
+    exchange.from_rank0(kept, "sharing the kept " + kind);
+    exchange.from_rank0(W, "sharing the kept " + kind);
     const double seconds = seconds_since(t0);
-    const double error = prune::unit_relative_error(p, sol);
-    for (std::string& name : m.keep_units(b, u.structure, sol.kept, sol.W.cpu())) changed.push_back(std::move(name));
-    s.keep_inputs(prune::unit_columns(sol.kept, u.width, at::kCPU));
-    const auto kept = static_cast<int64_t>(sol.kept.size());
-    reports.push_back({{"block", b},
-                       {"linear", weight.substr(0, weight.size() - std::string(".weight").size())},
-                       {"structure", kind},
-                       {"units", u.units},
-                       {"kept", kept},
-                       {"kept_units", sol.kept},
-                       {"method", std::string(plan.unit_method()->name())},
-                       {"rel_error", error},
-                       {"seconds", seconds},
-                       {"stats", sol.stats}});
-    spdlog::info("block {}/{} {}: kept {} of {} {} ({}, err {:.4e}, {:.2f}s)", b + 1, blocks, u.consumer, kept, u.units,
-                 kind, plan.unit_method()->name(), error, seconds);
+    const at::Tensor kept_cpu = kept.cpu();
+    const std::vector<int64_t> units(kept_cpu.data_ptr<int64_t>(), kept_cpu.data_ptr<int64_t>() + keep);
+    for (std::string& name : m.keep_units(b, u.structure, units, W.cpu())) changed.push_back(std::move(name));
+    s.keep_inputs(prune::unit_columns(units, u.width, at::kCPU));
+    report["kept_units"] = units;
+    report["seconds"] = seconds;
+    spdlog::info("block {}/{} {}: kept {} of {} {} ({}, err {:.4e}, {:.2f}s)", b + 1, blocks, u.consumer, keep, u.units,
+                 kind, plan.unit_method()->name(), report.value("rel_error", 0.0), seconds);
+    reports.push_back(std::move(report));
   }
   return changed;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alps/dist/local_workers.h"
+#include "prune_cli_support.h"
 #include "support.h"
 
 namespace alps {
@@ -83,16 +84,6 @@ TEST(Distributed, OwlMeasuresTheOutliersOverEveryRanksWindows) {
   EXPECT_TRUE(test::slurp(dir / "1/model.safetensors") == test::slurp(dir / "2/model.safetensors"));
 }
 
-// Mean over layers of |e - e_ref| / e_ref.
-double mean_relative_difference(const json& a, const json& ref) {
-  double sum = 0;
-  for (size_t i = 0; i < ref.at("layers").size(); ++i) {
-    const double e = a.at("layers")[i].at("rel_error"), r = ref.at("layers")[i].at("rel_error");
-    sum += std::abs(e - r) / r;
-  }
-  return sum / static_cast<double>(ref.at("layers").size());
-}
-
 TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
   test::TempDir dir;
   // SparseGPT is a deterministic function of G: its layer errors move by the rounding of G's summation order.
@@ -111,14 +102,15 @@ TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
   // A bound on every wait between ranks, so that a fault in the parts' meetings fails here instead of hanging.
   const std::vector<std::string> alps = {"--method", "alps", "--sparsity", "0.5", "--dist-timeout", "300"};
   const json ref = run(dir / "alps-1", alps);
-  const double spread = mean_relative_difference(run(dir / "alps-b1", with(alps, {"--batch-size", "1"})), ref);
+  const double spread =
+      test_prune::mean_relative_difference(run(dir / "alps-b1", with(alps, {"--batch-size", "1"})), ref);
   // --dist-split all: every linear's rows solved in parts, one per rank, the parts adding their sums at every
   // iteration (tests/prune/row_split_test.cc: the same solution to rounding); the same bound.
   for (const std::string n : {"2", "3"}) {
     for (const std::string split : {"auto", "all"}) {
       SCOPED_TRACE("world size " + n + ", --dist-split " + split);
       const json rep = run(dir / ("alps-" + n + split), with(alps, {"--nproc", n, "--dist-split", split}));
-      EXPECT_LE(mean_relative_difference(rep, ref), 3 * std::max(spread, 1e-4));
+      EXPECT_LE(test_prune::mean_relative_difference(rep, ref), 3 * std::max(spread, 1e-4));
       for (size_t i = 0; i < ref.at("layers").size(); ++i) {
         const json& layer = rep.at("layers")[i];
         EXPECT_EQ(layer.at("sparsity"), ref.at("layers")[i].at("sparsity"));
@@ -128,6 +120,39 @@ TEST(Distributed, SolvesAgreeWithOneProcessWithinTheRoundingOfTheirStatistics) {
       if (split == "all") EXPECT_GT(rep.at("extra").at("distributed").at("bytes_per_block").at("within_parts"), 0);
     }
   }
+}
+
+TEST(Distributed, StructuredStepsChooseOnEveryRanksWindowsAndEveryRankTakesTheChoice) {
+  test::TempDir dir;
+  // Rank 0 chooses the neurons and heads on the statistics summed from every rank; the solves after read what is left
+  // of them on their own ranks (at three ranks a block's down_proj is solved by another rank than rank 0).
+  const std::vector<std::string> args = {"--remove-neurons", "0.25",      "--remove-heads", "0.5",
+                                         "--method",         "sparsegpt", "--sparsity",     "0.5"};
+  const json one = run(dir / "1", args);
+  const json three = run(dir / "3", with(args, {"--nproc", "3"}));
+  const json& steps1 = one.at("extra").at("structured").at("blocks");
+  const json& steps3 = three.at("extra").at("structured").at("blocks");
+  ASSERT_EQ(steps3.size(), steps1.size());
+  const double T = kWindows * kSeqlen;
+  for (size_t i = 0; i < steps1.size(); ++i) {
+    SCOPED_TRACE(steps1[i].at("linear").get<std::string>() + " " + steps1[i].at("structure").get<std::string>());
+    EXPECT_EQ(steps3[i].at("kept_units"), steps1[i].at("kept_units"));
+    const double e1 = steps1[i].at("rel_error");
+    EXPECT_NEAR(steps3[i].at("rel_error").get<double>(), e1, test::rounding_bound(T, e1));
+  }
+  ASSERT_EQ(three.at("layers").size(), one.at("layers").size());
+  for (size_t i = 0; i < one.at("layers").size(); ++i) {
+    const json &l1 = one.at("layers")[i], &l3 = three.at("layers")[i];
+    EXPECT_EQ(l3.at("shape"), l1.at("shape")) << l1.at("name");
+    EXPECT_EQ(l3.at("sparsity"), l1.at("sparsity")) << l1.at("name");
+    const double e1 = l1.at("rel_error");
+    EXPECT_NEAR(l3.at("rel_error").get<double>(), e1, test::rounding_bound(T, e1)) << l1.at("name");
+  }
+  EXPECT_EQ(test::slurp(dir / "3/config.json"), test::slurp(dir / "1/config.json"));
+  // Interrupted after two blocks and resumed at the same world size: the same checkpoint bit for bit.
+  run(dir / "legs", with(args, {"--nproc", "3", "--stop-after", "2"}));
+  run(dir / "legs", with(args, {"--nproc", "3", "--resume"}));
+  EXPECT_TRUE(test::slurp(dir / "3/model.safetensors") == test::slurp(dir / "legs/model.safetensors"));
 }
 
 TEST(Distributed, ResumesWithAnotherWorldSize) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "support.h"
 
 namespace alps::test_prune {
@@ -39,6 +41,16 @@ nlohmann::json stopped_and_resumed(const fs::path& dir, const std::vector<std::s
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(test::slurp(dir / "whole/model.safetensors") == test::slurp(dir / "resumed/model.safetensors"));
   return resumed.exit_code == 0 ? nlohmann::json::parse(resumed.out) : nlohmann::json::object();
+}
+
+double mean_relative_difference(const nlohmann::json& report, const nlohmann::json& ref) {
+  double sum = 0;
+  const nlohmann::json& layers = ref.at("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const double e = report.at("layers")[i].at("rel_error"), r = layers[i].at("rel_error");
+    sum += std::abs(e - r) / r;
+  }
+  return sum / static_cast<double>(layers.size());
 }
 
 }  // namespace alps::test_prune

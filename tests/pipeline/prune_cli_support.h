@@ -26,4 +26,7 @@ std::vector<std::string> prune_args(const std::filesystem::path& out, std::vecto
 // byte (checked); returns the resumed run's report.
 nlohmann::json stopped_and_resumed(const std::filesystem::path& dir, const std::vector<std::string>& args);
 
+// The mean over the layers of two reports of one job (in layer order) of |e - e_ref| / e_ref for their errors e.
+double mean_relative_difference(const nlohmann::json& report, const nlohmann::json& ref);
+
 }  // namespace alps::test_prune

@@ -215,6 +215,47 @@ TEST(PruneExperts, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   EXPECT_EQ(resumed.report.at("extra").at("structured").at("blocks").size(), 2u);
 }
 
+TEST(PruneExperts, TheRanksOfADistributedRunKeepTheExpertsTheWholeCalibrationChooses) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer(kFixture, dir.path());
+  const std::vector<std::string> flags = {"--remove-experts", "0.34", "--method", "sparsegpt", "--sparsity", "0.5"};
+  test::TempDir one_dir, two_dir;
+  const auto one = test_moe::prune(model, one_dir.path(), kWindows, kSeqlen, flags, false);
+  std::vector<std::string> two_flags = flags;
+  two_flags.insert(two_flags.end(), {"--nproc", "2"});
+  const auto two = test_moe::prune(model, two_dir.path(), kWindows, kSeqlen, two_flags, false);
+  ASSERT_FALSE(one.report.is_null());
+  ASSERT_FALSE(two.report.is_null());
+  EXPECT_EQ(two.report.at("extra").at("distributed").at("world_size"), 2);
+  // Each rank sees half the windows; the scores are of all of them, as the fp64 recomputation says.
+  const Scores want = block0_scores(model::CausalLM::load(model), test_moe::calibration_ids(model, kWindows, kSeqlen));
+  const json& step = experts_report(two.report, 0);
+  EXPECT_EQ(step.at("tokens").get<std::vector<int64_t>>(), want.tokens);
+  const auto scores = step.at("scores").get<std::vector<double>>();
+  ASSERT_EQ(scores.size(), want.reap.size());
+  for (size_t e = 0; e < scores.size(); ++e) EXPECT_NEAR(scores[e], want.reap[e], want.tolerance[e]) << "expert " << e;
+  for (int64_t b : {0, 2})
+    EXPECT_EQ(experts_report(two.report, b).at("kept_units"), experts_report(one.report, b).at("kept_units"));
+  // The kept experts' solves on the statistics of every rank's tokens. Small experts' Grams are rank-deficient and
+  // SparseGPT's damped inverse amplifies their rounding: the reference spread is one process with another batch size
+  // (which changes only the rounding of the forward and the statistics); two ranks stay within three times it.
+  std::vector<std::string> batch_flags = flags;
+  batch_flags.insert(batch_flags.end(), {"--batch-size", "1"});
+  test::TempDir batch_dir;
+  const auto batch = test_moe::prune(model, batch_dir.path(), kWindows, kSeqlen, batch_flags, false);
+  ASSERT_FALSE(batch.report.is_null());
+  const json &layers1 = one.report.at("layers"), &layers2 = two.report.at("layers");
+  ASSERT_EQ(layers2.size(), layers1.size());
+  for (size_t i = 0; i < layers1.size(); ++i) {
+    EXPECT_EQ(layers2[i].at("name"), layers1[i].at("name"));
+    EXPECT_EQ(layers2[i].at("tokens"), layers1[i].at("tokens")) << layers1[i].at("name");
+    EXPECT_EQ(layers2[i].at("sparsity"), layers1[i].at("sparsity")) << layers1[i].at("name");
+  }
+  const double spread = test_prune::mean_relative_difference(batch.report, one.report);
+  EXPECT_LE(test_prune::mean_relative_difference(two.report, one.report), 3 * std::max(spread, 1e-7)) << spread;
+  EXPECT_EQ(test::slurp(two_dir / "pruned/config.json"), test::slurp(one_dir / "pruned/config.json"));
+}
+
 TEST(PruneExperts, WhatCannotBeRemovedIsRefusedBeforeAnyWork) {
   test::TempDir dir;
   const fs::path moe = test_prune::fixture_with_tokenizer(kFixture, dir.path());

@@ -89,6 +89,11 @@ class Exchange {
 
   /// `t` becomes its sum over the ranks, the same bits on all.
   void sum(at::Tensor& t, const std::string& what) { group_.all_reduce_sum(t, what); }
+  /// `t` (the same shape and dtype on every rank) becomes rank 0's, bit for bit.
+  void from_rank0(at::Tensor& t, const std::string& what) { group_.broadcast(t, 0, what); }
+  /// One input's statistics summed from every rank's windows into rank 0, where a structured step chooses its units
+  /// (reduce() moves them on to the linear's solver afterwards).
+  void reduce_to_rank0(LayerStats& s, const std::string& what);
   /// Block b's statistics (`inputs[li]`: linear li's) summed from every rank's windows into the lowest rank that
   /// solves each group of linears, and from it to the others that solve parts of them.
   void reduce(const Schedule& s, const std::vector<LayerStats*>& inputs, const std::string& block);

@@ -15,13 +15,15 @@
 namespace alps::pipeline {
 
 class Activations;
+class Exchange;
 class Phases;
 
 /// Removes block b's experts as the plan's experts step says (nothing where the plan has no such step or the block
 /// no mixture); its report (block, router, experts kept, every expert's score and tokens, the share of the routed
-/// output removed) joins `reports`. Returns what changed in the model (CausalLM::keep_experts; empty: nothing).
+/// output removed) joins `reports`. Returns what changed in the model (CausalLM::keep_experts; empty: nothing). The
+/// scores sum every rank's windows, so that every rank keeps the same experts.
 model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalLM& m, Activations& windows,
-                                  Phases& phases, nlohmann::json& reports);
+                                  Exchange& exchange, Phases& phases, nlohmann::json& reports);
 
 /// Removes from `m` again the experts that the finished blocks' reports (those remove_experts added) say were
 /// removed: a resumed run's model before its saved blocks are read.

@@ -35,7 +35,8 @@ class LayerStats {
   /// forward count as one).
   int64_t sequences() const { return S_; }
   /// Sums every rank's statistics (of its share of the windows) into `owner`'s: G, the sums and T, each reduced in
-  /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them.
+  /// the backend's fixed order. The other ranks' statistics are freed: only the owner solves with them. Statistics
+  /// summed into another rank before (a structured step's choice, then a solve elsewhere) move from it to `owner`.
   void reduce_to(dist::Group& group, int owner, const std::string& what);
   /// The statistics of `members`' rank 0 (the owner after reduce_to) to every member: the ranks that solve parts of
   /// this input's linears (schedule.h) each solve with the whole layer's.
@@ -56,6 +57,7 @@ class LayerStats {
   at::Tensor sequence_sq_;  // [in], fp64: sum_s (sum_{t in s} x_t)^2 / L_s
   int64_t T_ = 0;
   int64_t S_ = 0;
+  int owner_ = -1;  // the rank reduce_to summed them into, on every rank
 };
 
 /// Statistics for every prunable linear of one block, fed by the block's LinearObserver. Linears that read the same

@@ -12,13 +12,15 @@
 namespace alps::pipeline {
 
 class BlockStats;
+class Exchange;
 class Phases;
 class RunPlan;
 
 /// Runs the plan's steps on block b; returns the names of the tensors they changed. Each step's report (block,
-/// linear, kind of unit, units kept, error, seconds, the method's numbers) joins `reports`.
+/// linear, kind of unit, units kept, error, seconds, the method's numbers) joins `reports`. With several ranks, rank 0
+/// chooses on the statistics of every rank's windows and the others take its choice.
 std::vector<std::string> remove_units(int64_t b, const RunPlan& plan, model::CausalLM& m, BlockStats& stats,
-                                      Phases& phases, nlohmann::json& reports);
+                                      Exchange& exchange, Phases& phases, nlohmann::json& reports);
 
 /// The run's structured figures beside the blocks' reports: the method and its constants, each step as planned, and
 /// the parameters and weight-file bytes of the input, the parameters after.
