@@ -1,6 +1,7 @@
 // `alps prune` inside the experts of a mixture (docs/moe.md): each expert's statistics are those of the tokens its
 // router sends it (or of every token with --moe-calibration all), an expert no token reached is pruned by
-// magnitude and says so, and recipes reach expert linears by their names. The forwards themselves are checked
+// magnitude and says so, OWL pools a block's experts with its other linears, and recipes reach expert linears by
+// their names. The forwards themselves are checked
 // against transformers' logits in causal_lm_test.cc; PruneVariants prunes, evaluates and generates with every MoE
 // fixture.
 #include <ATen/ATen.h>
@@ -130,6 +131,81 @@ TEST(PruneMoe, AnExpertNoTokenReachesIsPrunedByMagnitudeAndTheReportSaysSo) {
   }
   EXPECT_GT(unreached, 0);
   EXPECT_EQ(unreached % 3, 0);  // an expert's gate, up and down together
+}
+
+TEST(PruneMoe, OwlPoolsABlocksExpertsScoredOnTheirRoutedTokensWithItsOtherLinears) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  const int64_t nsamples = 4, seqlen = 16;
+  const double M = 3;  // the fixture's scores have outliers above 3 times their mean in every block
+  const PruneRun run =
+      prune(model, dir.path(), nsamples, seqlen,
+            {"--method", "wanda", "--sparsity", "0.5", "--sparsity-profile", "owl", "--owl-m", "3"}, false);
+  ASSERT_FALSE(run.report.is_null());
+  const json& profile = run.report.at("extra").at("sparsity_profile");
+
+  // Block 0's outlier fraction again: the attention linears on their inputs in the dense forward, each expert's
+  // gate, up and down on the tokens a scan of the router's probabilities sends it (down on their gated product, in
+  // fp64), every Wanda score |W_ij| ||X_j|| pooled, counted above M times the pooled mean.
+  const auto dense = model::CausalLM::load(model);
+  const at::Tensor ids = test_moe::calibration_ids(model, nsamples, seqlen);
+  std::map<std::string, at::Tensor> attention_inputs;
+  dense.observe_block(0, dense.embed(ids), [&](const std::string& linear, const at::Tensor& x) {
+    if (linear.rfind("self_attn.", 0) == 0) attention_inputs[linear] = x.reshape({-1, x.size(-1)}).to(at::kDouble);
+  });
+  std::vector<at::Tensor> scores;
+  auto score = [&](const std::string& weight, const at::Tensor& X) {
+    scores.push_back(dense.tensor(weight).to(at::kDouble).abs() * X.pow(2).sum(0).sqrt().unsqueeze(0));
+  };
+  for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"})
+    score(std::string("model.layers.0.self_attn.") + p + ".weight", attention_inputs.at(std::string("self_attn.") + p));
+  const at::Tensor h = mlp_inputs(dense, ids);
+  const at::Tensor router = dense.tensor("model.layers.0.mlp.gate.weight");
+  const auto routed =
+      routed_tokens(at::softmax(at::matmul(h.to(at::kFloat), router.t()), -1), dense.config().moe->top_k);
+  for (int64_t e = 0; e < dense.config().moe->num_experts; ++e) {
+    const std::string expert = "model.layers.0.mlp.experts." + std::to_string(e) + ".";
+    const at::Tensor X = h.index_select(0, at::tensor(routed[static_cast<size_t>(e)], at::kLong));
+    auto w = [&](const char* p) { return dense.tensor(expert + p + ".weight").to(at::kDouble); };
+    score(expert + "gate_proj.weight", X);
+    score(expert + "up_proj.weight", X);
+    score(expert + "down_proj.weight", at::silu(at::matmul(X, w("gate_proj").t())) * at::matmul(X, w("up_proj").t()));
+  }
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& s : scores) flat.push_back(s.reshape({-1}));
+  const at::Tensor pooled = at::cat(flat);
+  const double threshold = M * pooled.mean().item<double>();
+  const auto n = static_cast<double>(pooled.numel());
+  const double want = pooled.gt(threshold).sum().item<double>() / n;
+  // A score within the fp32 forward's rounding of the threshold may count either way.
+  const double near = (pooled - threshold).abs().lt(1e-4 * threshold).sum().item<double>() / n;
+  EXPECT_GT(want, 0);
+  EXPECT_NEAR(profile.at("outlier_fraction")[0].get<double>(), want, near + 1e-12);
+  // A block's sparsity covers its experts: every block's linears, experts included, get the zeros of its sparsity,
+  // all scaled alike so that they total the model's (prune::apportion_zeros), each linear's within one of its share.
+  struct Count {
+    double zeros = 0, weights = 0, linears = 0;
+  };
+  std::map<int64_t, Count> blocks;
+  Count all;
+  for (const json& l : run.report.at("layers")) {
+    const auto shape = l.at("shape").get<std::vector<int64_t>>();
+    const auto numel = static_cast<double>(shape[0] * shape[1]);
+    for (Count* c : {&blocks[l.at("block")], &all}) {
+      c->zeros += l.at("sparsity").get<double>() * numel;
+      c->weights += numel;
+      c->linears += 1;
+    }
+  }
+  EXPECT_EQ(all.zeros, std::round(0.5 * all.weights));
+  double quota = 0;
+  for (const auto& [b, c] : blocks)
+    quota += profile.at("block_sparsity")[static_cast<size_t>(b)].get<double>() * c.weights;
+  for (const auto& [b, c] : blocks)
+    EXPECT_NEAR(c.zeros,
+                profile.at("block_sparsity")[static_cast<size_t>(b)].get<double>() * c.weights * all.zeros / quota,
+                c.linears)
+        << "block " << b;
 }
 
 TEST(PruneMoe, RecipeRulesReachExpertLinearsByName) {
