@@ -136,6 +136,8 @@ class Llama final : public Architecture {
     at::Tensor q, k, v;
     if (c_.fused_projections) {  // one product, its output columns q | k | v
       const at::Tensor qkv = lin("self_attn.qkv_proj", h, qkv_bias);
+      H = w(p + "self_attn.o_proj.weight").size(1) / D;
+      KV = (qkv.size(-1) / D - H) / 2;
       q = qkv.narrow(-1, 0, H * D);
       k = qkv.narrow(-1, H * D, KV * D);
       v = qkv.narrow(-1, (H + KV) * D, KV * D);
@@ -214,9 +216,9 @@ class Llama final : public Architecture {
   UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
     const std::string p = block_prefix(block);
     UnitRule rule;
-    auto follow = [&](const std::string& linear, bool bias, int64_t width, int64_t copies = 1) {
-      rule.rows.push_back({linear + ".weight", width, copies});
-      if (bias) rule.rows.push_back({linear + ".bias", width, copies});
+    auto follow = [&](const std::string& linear, bool bias, std::vector<RowRun> runs) {
+      rule.rows.push_back({linear + ".weight", runs});
+      if (bias) rule.rows.push_back({linear + ".bias", runs});
     };
     if (s == Structure::experts) return UnitRule::refused("experts leave by CausalLM::keep_experts, not by rows");
     if (s == Structure::neurons) {
@@ -226,39 +228,49 @@ class Llama final : public Architecture {
       rule.consumer = "mlp.down_proj";
       rule.units = shape(p + "mlp.down_proj.weight")[1];
       if (c_.fused_projections) {
-        follow("mlp.gate_up_proj", c_.mlp_bias, 1, 2);
+        follow("mlp.gate_up_proj", c_.mlp_bias, {{1}, {1}});
       } else {
-        follow("mlp.gate_proj", c_.mlp_bias, 1);
-        follow("mlp.up_proj", c_.mlp_bias, 1);
+        follow("mlp.gate_proj", c_.mlp_bias, {{1}});
+        follow("mlp.up_proj", c_.mlp_bias, {{1}});
       }
       return rule;
     }
-    if (c_.fused_projections)
-      return UnitRule::refused("its attention is one fused qkv_proj; alps removes heads of separate q, k, v");
     // Normalised over every head at once, the kept heads' queries and keys would change with the removed ones.
     if (c_.qk_norm == QkNorm::whole) return UnitRule::refused("its q_norm and k_norm normalise all heads together");
-    const int64_t D = c_.head_dim, H = shape(p + "self_attn.q_proj.weight")[0] / D,
-                  KV = shape(p + "self_attn.k_proj.weight")[0] / D;
+    // transformers' Phi3Config checks longrope's factors against hidden_size / num_attention_heads, not head_dim:
+    // with fewer heads it refuses the output's config.
+    if (c_.fused_projections && c_.rope_scaling && c_.rope_scaling->type == "longrope")
+      return UnitRule::refused(
+          "its longrope factors are checked against hidden_size / num_attention_heads by transformers, which fewer "
+          "heads would change");
+    const int64_t D = c_.head_dim;
+    const auto [H, KV] = heads_of(block, shape);
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
     rule.consumer = "self_attn.o_proj";
     if (s == Structure::heads) {  // the same count from each key/value group: the groups stay equal
       rule.units = H;
       rule.width = D;
       rule.parts = KV;
-      follow("self_attn.q_proj", qkv_bias, D);
+      if (c_.fused_projections)  // q | k | v: the keys and values all stay
+        follow("self_attn.qkv_proj", qkv_bias, {{D}, {0, 2 * KV * D}});
+      else
+        follow("self_attn.q_proj", qkv_bias, {{D}});
     } else {  // whole key/value groups with their query heads
       rule.units = KV;
       rule.width = H / KV * D;
-      follow("self_attn.q_proj", qkv_bias, H / KV * D);
-      follow("self_attn.k_proj", qkv_bias, D);
-      follow("self_attn.v_proj", qkv_bias, D);
+      if (c_.fused_projections) {
+        follow("self_attn.qkv_proj", qkv_bias, {{H / KV * D}, {D}, {D}});
+      } else {
+        follow("self_attn.q_proj", qkv_bias, {{H / KV * D}});
+        follow("self_attn.k_proj", qkv_bias, {{D}});
+        follow("self_attn.v_proj", qkv_bias, {{D}});
+      }
     }
     return rule;
   }
 
   nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
     nlohmann::json fields = nlohmann::json::object();
-    if (c_.fused_projections) return fields;  // no structured rule changes them
     std::optional<int64_t> f, H, KV, E;
     auto agree = [&](std::optional<int64_t>& seen, int64_t value, const char* what, int64_t block) {
       ALPS_CHECK(!seen || *seen == value, "block ", block, " has ", value, " ", what, ", block 0 ", *seen,
@@ -269,8 +281,9 @@ class Llama final : public Architecture {
       const std::string p = block_prefix(i);
       if (!c_.moe) agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);  // experts keep theirs
       if (c_.is_moe_layer(i)) agree(E, experts_of(i, shape), "experts", i);
-      agree(H, shape(p + "self_attn.q_proj.weight")[0] / c_.head_dim, "query heads", i);
-      agree(KV, shape(p + "self_attn.k_proj.weight")[0] / c_.head_dim, "key/value heads", i);
+      const auto [heads, kv_heads] = heads_of(i, shape);
+      agree(H, heads, "query heads", i);
+      agree(KV, kv_heads, "key/value heads", i);
     }
     if (f && *f != c_.intermediate_size) fields["intermediate_size"] = *f;
     if (E && *E != c_.moe->num_experts)
@@ -294,6 +307,15 @@ class Llama final : public Architecture {
   }
 
  private:
+  // Block i's query and key/value heads as its tensors are now: o_proj reads every query head's output, and a fused
+  // qkv_proj's rows are the queries' then the keys' and the values'.
+  std::pair<int64_t, int64_t> heads_of(int64_t i, const ShapeFn& shape) const {
+    const std::string p = block_prefix(i);
+    const int64_t D = c_.head_dim, H = shape(p + "self_attn.o_proj.weight")[1] / D;
+    if (c_.fused_projections) return {H, (shape(p + "self_attn.qkv_proj.weight")[0] / D - H) / 2};
+    return {H, shape(p + "self_attn.k_proj.weight")[0] / D};
+  }
+
   std::string embed_name() const { return model_ + "embed_tokens.weight"; }
   std::string head_name() const { return c_.tie_word_embeddings ? embed_name() : lm_head_; }
 

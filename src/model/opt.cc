@@ -123,8 +123,8 @@ class Opt final : public Architecture {
     UnitRule rule;
     rule.consumer = "fc2";
     rule.units = shape(block_prefix(block) + "fc2.weight")[1];
-    rule.rows.push_back({"fc1.weight"});
-    if (c_.enable_bias) rule.rows.push_back({"fc1.bias"});
+    rule.rows.push_back({"fc1.weight", {{1}}});
+    if (c_.enable_bias) rule.rows.push_back({"fc1.bias", {{1}}});
     return rule;
   }
 

@@ -24,18 +24,28 @@ std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const 
   const UnitRule rule = unit_rule(block, s);
   ALPS_CHECK(rule.refusal.empty(), rule.refusal);
   const std::string p = state_->arch->block_prefix(block);
-  // The rows of `width` per unit of each kept unit, in each of `copies` stacked copies of `units` units.
-  auto rows_of = [&](int64_t width, int64_t copies) {
+  // The kept rows of each run, top to bottom.
+  auto kept_rows = [&](const std::string& name, const std::vector<RowRun>& runs) {
     std::vector<int64_t> rows;
-    for (int64_t c = 0; c < copies; ++c)
+    int64_t first = 0;
+    for (const RowRun& run : runs) {
+      if (run.width == 0) {
+        for (int64_t r = 0; r < run.rows; ++r) rows.push_back(first + r);
+        first += run.rows;
+        continue;
+      }
       for (int64_t u : kept)
-        for (int64_t r = 0; r < width; ++r) rows.push_back((c * rule.units + u) * width + r);
+        for (int64_t r = 0; r < run.width; ++r) rows.push_back(first + u * run.width + r);
+      first += rule.units * run.width;
+    }
+    ALPS_CHECK(first == tensor(name).size(0), "keep_units ", name, ": its runs cover ", first, " rows of ",
+               tensor(name).size(0));
     return at::tensor(rows, at::kLong);
   };
   std::vector<std::string> changed;
   for (const UnitRows& r : rule.rows) {
     const std::string name = p + r.tensor;
-    reshape_tensor(name, tensor(name).index_select(0, rows_of(r.width, r.copies)));
+    reshape_tensor(name, tensor(name).index_select(0, kept_rows(name, r.runs)));
     changed.push_back(name);
   }
   const std::string consumer = p + rule.consumer + ".weight";

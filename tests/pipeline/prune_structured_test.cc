@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -84,8 +85,10 @@ TEST_P(PruneStructured, TheSmallerModelComputesTheDenseOneWithTheRemovedUnitsSil
       const std::string down = dense.weight_name(b, f.down);
       dense.set_tensor(down, zero_removed(dense.tensor(down), kept_units(structured, b, "neurons"), 1));
     }
-    const std::string o = dense.weight_name(b, f.o);
-    dense.set_tensor(o, zero_removed(dense.tensor(o), kept_units(structured, b, "heads"), f.head_dim));
+    if (!f.o.empty()) {
+      const std::string o = dense.weight_name(b, f.o);
+      dense.set_tensor(o, zero_removed(dense.tensor(o), kept_units(structured, b, "heads"), f.head_dim));
+    }
   }
   at::manual_seed(0);
   const at::Tensor ids = at::randint(dense.config().vocab_size, {2, 24}, at::kLong);
@@ -100,6 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Families, PruneStructured,
                                            Family{"qwen3_qknorm", "mlp.down_proj", "self_attn.o_proj", 16},
                                            Family{"gemma2_softcap", "mlp.down_proj", "self_attn.o_proj", 16},
                                            Family{"qwen2_linear", "mlp.down_proj", "self_attn.o_proj", 8},
+                                           Family{"phi3_longrope", "mlp.down_proj", "", 16},
                                            // a mixture's attention heads (its experts' neurons have no rule)
                                            Family{"qwen3_moe_routed", "", "self_attn.o_proj", 16}),
                          [](const auto& info) {
@@ -168,6 +172,90 @@ TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   EXPECT_GT(doc.at("structured").at("parameters").at("before").get<int64_t>(), doc.at("parameters").get<int64_t>());
 }
 
+// stories260K with its q, k, v and its gate, up stored fused, as Phi3ForCausalLM stores them (the same function:
+// Phi-3's block is LLaMA's with fused projections; its RoPE with partial_rotary_factor 1 is LLaMA's default).
+fs::path fused_twin(const fs::path& dir) {
+  const fs::path src = test_prune::model_dir(), out = dir / "fused";
+  fs::create_directories(out);
+  for (const char* f :
+       {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
+    fs::copy_file(src / f, out / f);
+  json config = json::parse(io::read_text_file(src / "config.json"));
+  config["architectures"] = {"Phi3ForCausalLM"};
+  config["model_type"] = "phi3";
+  std::ofstream(out / "config.json") << config.dump(2);
+  const io::SafetensorsFile file(src / "model.safetensors");
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& e : file.entries()) {
+    const std::string& n = e.name;
+    auto fused = [&](const std::string& first, const std::vector<std::string>& parts, const std::string& name) {
+      if (n.find(first) == std::string::npos) return false;
+      std::vector<at::Tensor> rows;
+      for (const std::string& part : parts) {
+        std::string other = n;
+        other.replace(other.find(first), first.size(), part);
+        rows.push_back(file.tensor(other));
+      }
+      std::string to = n;
+      to.replace(to.find(first), first.size(), name);
+      tensors.emplace_back(to, at::cat(rows, 0));
+      return true;
+    };
+    if (fused("self_attn.q_proj", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, "self_attn.qkv_proj") ||
+        fused("mlp.gate_proj", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.gate_up_proj"))
+      continue;
+    if (n.find("k_proj") != std::string::npos || n.find("v_proj") != std::string::npos ||
+        n.find("up_proj") != std::string::npos)
+      continue;  // in the fused ones
+    tensors.emplace_back(n, file.tensor(n));
+  }
+  io::save_safetensors(out / "model.safetensors", tensors);
+  return out;
+}
+
+TEST(PruneStructuredRun, AFusedCheckpointLosesTheUnitsItsSeparateTwinLoses) {
+  // Neurons, query heads and whole key/value groups: the same units go, the same smaller config, and the two outputs
+  // compute the same.
+  test::TempDir dir;
+  const fs::path fused = fused_twin(dir.path());
+  const model::CausalLM separate_dense = model::CausalLM::load(test_prune::model_dir()),
+                        fused_dense = model::CausalLM::load(fused);
+  at::manual_seed(0);
+  const at::Tensor ids = at::randint(512, {2, 24}, at::kLong);
+  const at::Tensor logits = separate_dense.forward(ids);
+  ASSERT_LT((fused_dense.forward(ids) - logits).abs().max().item<double>(), 1e-5 * logits.abs().max().item<double>());
+
+  struct Case {
+    std::vector<std::string> flags;
+    std::vector<std::string> kinds;
+  };
+  const std::vector<Case> cases = {
+      {{"--remove-neurons", "0.25", "--remove-heads", "0.5", "--head-rule", "whole-groups"}, {"neurons", "kv_groups"}},
+      {{"--remove-heads", "0.5"}, {"heads"}}};
+  for (const Case& c : cases) {
+    const std::string name = c.kinds.back();
+    SCOPED_TRACE(name);
+    std::vector<std::string> flags = {"--structured-method", "score"};
+    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
+    const auto a = test::run_cli(args_for(test_prune::model_dir(), dir / ("separate-" + name), flags));
+    const auto b = test::run_cli(args_for(fused, dir / ("fused-" + name), flags));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const json sa = structured_of(a), sb = structured_of(b);
+    for (int64_t blk = 0; blk < separate_dense.num_blocks(); ++blk)
+      for (const std::string& kind : c.kinds)
+        EXPECT_EQ(kept_units(sb, blk, kind), kept_units(sa, blk, kind)) << "block " << blk << " " << kind;
+    const json ca = json::parse(io::read_text_file(dir / ("separate-" + name) / "config.json")),
+               cb = json::parse(io::read_text_file(dir / ("fused-" + name) / "config.json"));
+    for (const char* key : {"intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim"})
+      EXPECT_EQ(cb.value(key, json()), ca.value(key, json())) << key;
+    EXPECT_EQ(cb.at("num_key_value_heads"), name == "heads" ? 4 : 2);
+    const at::Tensor smaller = model::CausalLM::load(dir / ("separate-" + name)).forward(ids);
+    EXPECT_LT((model::CausalLM::load(dir / ("fused-" + name)).forward(ids) - smaller).abs().max().item<double>(),
+              1e-4 * smaller.abs().max().item<double>());
+  }
+}
+
 TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -181,8 +269,8 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"", {"--remove-neurons", "0.001"}, "removes none"},
       {"", {"--remove-neurons", "0.2", "--sparsity", "0.5", "--sparsity-profile", "owl"}, "--sparsity-profile owl"},
       {"", {"--remove-neurons", "0.2", "--structured-method", "oscar"}, "did you mean"},
-      {"phi3_longrope", {"--remove-heads", "0.5"}, "fused qkv_proj"},
       {"olmo2_post", {"--remove-heads", "0.5"}, "normalise all heads together"},
+      {"phi3_longrope", {"--remove-heads", "0.5"}, "its longrope factors are checked against hidden_size"},
       {"qwen2_moe_shared", {"--remove-neurons", "0.5"}, "mixtures of experts"},
       {"", {"--remove-neurons", "1.5"}, "--remove-neurons"}};
   for (const Case& c : cases) {

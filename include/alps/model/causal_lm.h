@@ -33,12 +33,19 @@ using ExpertObserver = std::function<void(int64_t expert, const at::Tensor& prob
 /// each key/value group), whole key/value groups with their query heads, or a mixture's experts (docs/moe.md).
 enum class Structure { neurons, heads, kv_groups, experts };
 
-/// A tensor of a block whose rows follow the removed units: `width` rows per unit, in `copies` stacked copies (a
-/// fused gate_up_proj holds the gate's rows, then the up's).
+/// A run of a tensor's rows, from where the run before it ended: `width` rows for each of the rule's units in turn,
+/// or, with width 0, `rows` rows that belong to no unit and all stay.
+struct RowRun {
+  int64_t width = 1;
+  int64_t rows = 0;
+};
+
+/// A tensor of a block whose rows follow the removed units, as runs from its top that cover every row: a gate_proj
+/// is one run of width 1, a fused gate_up_proj two (the gate's rows, then the up's), a fused qkv_proj losing query
+/// heads one of head_dim rows then one kept whole (its keys and values).
 struct UnitRows {
   std::string tensor;  ///< short name in the block, "mlp.gate_proj.weight"
-  int64_t width = 1;
-  int64_t copies = 1;
+  std::vector<RowRun> runs = {RowRun{}};
 };
 
 /// How one kind of unit leaves block i: the linear whose input columns the units are (`width` columns each, in
