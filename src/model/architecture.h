@@ -83,11 +83,11 @@ class Architecture {
   }
   /// hidden -> logits [batch, seq, vocab] in fp32.
   virtual at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const = 0;
-  /// How `s` units leave block i (`shape` gives a stored tensor's current shape by its full name); the default
-  /// refuses, naming the family.
-  virtual UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const {
+  /// How `s` units leave block i, one rule per linear whose input they are (`shape` gives a stored tensor's current
+  /// shape by its full name); the default refuses, naming the family.
+  virtual std::vector<UnitRule> unit_rules(int64_t block, Structure s, const ShapeFn& shape) const {
     (void)block, (void)s, (void)shape;
-    return UnitRule::refused("alps has no structured-pruning rule for this family");
+    return {UnitRule::refused("alps has no structured-pruning rule for this family")};
   }
   /// Block i's experts as its tensors are now; nullopt for a block without a mixture (the default).
   virtual std::optional<ExpertTensors> expert_tensors(int64_t block, const ShapeFn& shape) const {

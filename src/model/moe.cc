@@ -183,7 +183,8 @@ void read_moe_config(const ConfigReader& r, const MoeDefaults& d, ModelConfig& c
   m.intermediate_size = d.moe_intermediate_size
                             ? r.optional_int("moe_intermediate_size").value_or(*d.moe_intermediate_size)
                             : c.intermediate_size;
-  r.check_positive(m.intermediate_size, "moe_intermediate_size");
+  if (d.moe_intermediate_size) m.intermediate_key = "moe_intermediate_size";
+  r.check_positive(m.intermediate_size, m.intermediate_key.c_str());
   m.norm_topk_prob = d.always_normalise || r.boolean("norm_topk_prob", false);
   m.weights_fp32 = d.weights_fp32;
   if (d.shared_expert_intermediate_size) {

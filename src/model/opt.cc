@@ -116,16 +116,17 @@ class Opt final : public Architecture {
     return out;
   }
 
-  UnitRule unit_rule(int64_t block, Structure s, const ShapeFn& shape) const override {
+  std::vector<UnitRule> unit_rules(int64_t block, Structure s, const ShapeFn& shape) const override {
     // transformers' OPT takes head_dim as hidden_size / num_attention_heads: fewer heads is no OPT config.
     if (s != Structure::neurons)
-      return UnitRule::refused("its config has no head_dim: its heads are hidden_size / num_attention_heads");
+      return {UnitRule::refused("its config has no head_dim: its heads are hidden_size / num_attention_heads")};
     UnitRule rule;
     rule.consumer = "fc2";
+    rule.field = "ffn_dim";
     rule.units = shape(block_prefix(block) + "fc2.weight")[1];
     rule.rows.push_back({"fc1.weight", {{1}}});
     if (c_.enable_bias) rule.rows.push_back({"fc1.bias", {{1}}});
-    return rule;
+    return {rule};
   }
 
   nlohmann::json config_of_shapes(const ShapeFn& shape) const override {

@@ -13,15 +13,16 @@
 // config.json fields the smaller shapes give.
 namespace alps::model {
 
-UnitRule CausalLM::unit_rule(int64_t block, Structure s) const {
-  UnitRule rule = state_->arch->unit_rule(block, s, shapes_of(*this));
-  if (!rule.refusal.empty()) rule.refusal = state_->config.architecture + ": " + rule.refusal;
-  return rule;
+std::vector<UnitRule> CausalLM::unit_rules(int64_t block, Structure s) const {
+  std::vector<UnitRule> rules = state_->arch->unit_rules(block, s, shapes_of(*this));
+  ALPS_CHECK(!rules.empty(), "block ", block, " has no unit rule");
+  if (!rules.front().refusal.empty())
+    rules.front().refusal = state_->config.architecture + ": " + rules.front().refusal;
+  return rules;
 }
 
-std::vector<std::string> CausalLM::keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
+std::vector<std::string> CausalLM::keep_units(int64_t block, const UnitRule& rule, const std::vector<int64_t>& kept,
                                               const at::Tensor& consumer_weight) {
-  const UnitRule rule = unit_rule(block, s);
   ALPS_CHECK(rule.refusal.empty(), rule.refusal);
   const std::string p = state_->arch->block_prefix(block);
   // The kept rows of each run, top to bottom.

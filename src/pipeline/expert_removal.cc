@@ -67,7 +67,7 @@ model::KeptExperts remove_experts(int64_t b, const RunPlan& plan, model::CausalL
     const auto n = static_cast<double>(tokens[e]);
     score[e] = *plan.expert_score == ExpertScore::frequency ? n : n > 0 ? mass[e] / n : 0.0;
   }
-  const std::vector<int64_t> kept = highest(score, step->keep);
+  const std::vector<int64_t> kept = highest(score, step->counts.at("experts").keep);
   std::vector<bool> is_kept(mass.size(), false);
   for (int64_t e : kept) is_kept[static_cast<size_t>(e)] = true;
   double total = 0, removed_mass = 0;

@@ -1,5 +1,6 @@
 #include "alps/pipeline/run_plan.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -107,28 +108,56 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
   if (asks.empty()) return;
   unit_method_ = prune::make_unit_method(r.structured_method, r.structured_options);
   for (const Ask& a : asks) {
-    const model::UnitRule rule = m.unit_rule(0, a.structure);
-    ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", rule.refusal);
-    for (int64_t b = 1; b < m.num_blocks(); ++b) {
-      const model::UnitRule other = m.unit_rule(b, a.structure);
-      ALPS_USAGE_CHECK(other.refusal.empty(), a.flag, ": block ", b, ": ", other.refusal);
-      ALPS_USAGE_CHECK(other.units == rule.units && other.parts == rule.parts, a.flag, ": block ", b, " has ",
-                       other.units, " units where block 0 has ", rule.units, "; the output's config states one count");
+    // Every block's rules of this kind; each config field states one count for all of its rules.
+    UnitStep step{a.structure, a.flag, {}};
+    std::map<std::string, std::string> first;  // field -> the first rule's linear, for messages
+    for (int64_t b = 0; b < m.num_blocks(); ++b)
+      for (const model::UnitRule& rule : m.unit_rules(b, a.structure)) {
+        ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", b == 0 ? "" : fmt::format("block {}: ", b), rule.refusal);
+        const std::string linear = m.weight_name(b, rule.consumer);
+        auto [it, fresh] = step.counts.emplace(rule.field, UnitCount{rule.units, rule.parts, 0, rule.multiple});
+        if (fresh) first[rule.field] = linear;
+        ALPS_USAGE_CHECK(it->second.units == rule.units && it->second.parts == rule.parts, a.flag, ": ", linear,
+                         " has ", rule.units, " units where ", first[rule.field], " has ", it->second.units,
+                         "; the output's config states one count (", rule.field, ")");
+      }
+    for (auto& [field, c] : step.counts) {
+      const int64_t per_part = c.units / c.parts;
+      std::string what = a.structure == model::Structure::neurons ? "MLP neurons"
+                         : a.structure == model::Structure::heads ? "query heads of each key/value group"
+                                                                  : "key/value groups";
+      if (step.counts.size() > 1) what += " (" + field + ")";
+      const double exact = a.fraction * static_cast<double>(per_part);
+      const auto removed = static_cast<int64_t>(std::llround(exact));
+      ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what,
+                       " removes none: give at least ", 1.0 / static_cast<double>(per_part));
+      ALPS_USAGE_CHECK(removed < per_part, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves none");
+      // A neuron more or less is rounding; a head is a twelfth of a group or more.
+      ALPS_USAGE_CHECK(
+          a.structure == model::Structure::neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, a.flag,
+          " ", a.fraction, " of ", per_part, " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/",
+          per_part);
+      c.keep = per_part - removed;
+      if (c.multiple > 1) {  // the nearest multiple that still removes some
+        int64_t keep = std::llround(static_cast<double>(c.keep) / static_cast<double>(c.multiple)) * c.multiple;
+        if (keep >= per_part) keep = (per_part - 1) / c.multiple * c.multiple;
+        ALPS_USAGE_CHECK(keep >= c.multiple, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves ", c.keep,
+                         ", and a mixture's experts keep a multiple of ", c.multiple,
+                         " (transformers' grouped expert products): give a smaller fraction");
+        if (keep != c.keep)
+          spdlog::info(
+              "{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts "
+              "in grouped products, whose rows must be whole multiples of 16 bytes)",
+              a.flag, a.fraction, per_part, what, keep, c.keep, c.multiple);
+        c.keep = keep;
+      }
     }
-    const int64_t per_part = rule.units / rule.parts;
-    const char* what = a.structure == model::Structure::neurons ? "MLP neurons"
-                       : a.structure == model::Structure::heads ? "query heads of each key/value group"
-                                                                : "key/value groups";
-    const double exact = a.fraction * static_cast<double>(per_part);
-    const auto removed = static_cast<int64_t>(std::llround(exact));
-    ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what,
-                     " removes none: give at least ", 1.0 / static_cast<double>(per_part));
-    ALPS_USAGE_CHECK(removed < per_part, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves none");
-    // A neuron more or less is rounding; a head is a twelfth of a group or more.
-    ALPS_USAGE_CHECK(a.structure == model::Structure::neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1,
-                     a.flag, " ", a.fraction, " of ", per_part, " ", what, " is ", exact,
-                     " of them: whole ones go; give a multiple of 1/", per_part);
-    unit_steps.push_back({a.structure, a.flag, rule.consumer, rule.units, rule.parts, per_part - removed, rule.width});
+    for (int64_t b = 0; b < m.num_blocks(); ++b)
+      for (const model::UnitRule& rule : m.unit_rules(b, a.structure)) {
+        const UnitCount& c = step.counts.at(rule.field);
+        consumer_inputs_[m.weight_name(b, rule.consumer)] = c.keep * c.parts * rule.width;
+      }
+    unit_steps.push_back(std::move(step));
   }
   needs_calibration = true;
 }
@@ -146,7 +175,7 @@ void RunPlan::plan_expert_step(const model::CausalLM& m, const Recipe& r) {
   ALPS_USAGE_CHECK(E - removed >= top_k, flag, " ", r.remove_experts, " of ", E, " experts leaves ", E - removed,
                    ", fewer than the ", top_k, " each token is routed to (num_experts_per_tok)");
   expert_score = r.expert_score == "frequency" ? ExpertScore::frequency : ExpertScore::reap;  // check_recipe's choices
-  unit_steps.push_back({model::Structure::experts, flag, "", E, 1, E - removed, 1});
+  unit_steps.push_back({model::Structure::experts, flag, {{"experts", {E, 1, E - removed}}}});
   needs_calibration = true;
 }
 
@@ -174,9 +203,8 @@ LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std:
     j.pattern = plan.pattern;
     j.follows_profile = !plan.pattern_overridden;
     const auto& w = m.tensor(weight);
-    int64_t in = w.size(1);  // what the structured steps leave of the consumer's input
-    for (const UnitStep& u : unit_steps)
-      if (u.consumer == linear) in = u.keep * u.parts * u.width;
+    const auto consumer = consumer_inputs_.find(weight);  // what the structured steps leave of its input
+    const int64_t in = consumer == consumer_inputs_.end() ? w.size(1) : consumer->second;
     j.pattern->check_shape(w.size(0), in);
     j.method = plan.method;
     j.solver = &method(plan.method, plan.options);

@@ -297,15 +297,22 @@ std::string structured_table(const RunReport& r) {
     const bool experts = step.value("structure", "") == "experts";
     double error = 0;
     int n = 0;
+    std::string where = experts ? "mixture layer" : "block";  // neurons of experts: each expert's
     for (const json& b : s.value("blocks", json::array()))
-      if (b.value("structure", "") == step.value("structure", "")) {
+      if (b.value("structure", "") == step.value("structure", "") &&
+          (experts || b.value("field", "") == step.value("field", ""))) {
+        const std::string linear = b.value("linear", std::string());
+        if (linear.find(".shared_expert.") != std::string::npos)
+          where = "shared expert";
+        else if (linear.find(".experts.") != std::string::npos)
+          where = "expert";
         error += b.value(experts ? "removed_share" : "rel_error", 0.0);
         ++n;
       }
     const double mean = n > 0 ? error / n : 0.0;
     out += fmt::format("  {:<10} kept {} of {} in every {} ({}{}), {}\n", step.value("structure", ""),
-                       step.value("kept", 0), step.value("units", 0), experts ? "mixture layer" : "block",
-                       step.value("flag", ""), experts ? ", " + step.value("method", std::string()) : "",
+                       step.value("kept", 0), step.value("units", 0), where, step.value("flag", ""),
+                       experts ? ", " + step.value("method", std::string()) : "",
                        experts ? fmt::format("removed {:.2f}% of the routed output", 100 * mean)
                                : fmt::format("mean err {:.4e}", mean));
   }

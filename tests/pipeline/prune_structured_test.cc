@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -172,6 +173,73 @@ TEST(PruneStructuredRun, AResumedRunEndsWhereAnUninterruptedOneDoes) {
   EXPECT_GT(doc.at("structured").at("parameters").at("before").get<int64_t>(), doc.at("parameters").get<int64_t>());
 }
 
+TEST(PruneStructuredRun, AMixtureLosesTheSameShareOfEachExpertsNeuronsAndItsSharedExperts) {
+  // Qwen2-MoE: block 0 holds a dense MLP of 48 neurons, block 1 a mixture of 4 experts of 24 and a shared expert of
+  // 40. A quarter of each: 18 of 24 rounds to 16 (a multiple of 8 for transformers' grouped expert products).
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen2_moe_shared", dir.path());
+  const auto r =
+      test::run_cli(args_for(model, dir / "out", {"--structured-method", "score", "--remove-neurons", "0.25"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("16 stay, not 18: a multiple of 8"), std::string::npos) << r.err;
+  const json config = json::parse(io::read_text_file(dir / "out/config.json"));
+  EXPECT_EQ(config.at("moe_intermediate_size"), 16);
+  EXPECT_EQ(config.at("shared_expert_intermediate_size"), 30);
+  EXPECT_EQ(config.at("intermediate_size"), 36);
+  const json structured = structured_of(r);
+  std::map<std::string, int64_t> kept_by_field;
+  model::CausalLM dense = model::CausalLM::load(model);
+  int64_t experts = 0;
+  for (const json& step : structured.at("blocks")) {
+    const std::string linear = step.at("linear");
+    kept_by_field[step.at("field")] = step.at("kept");
+    experts += linear.find(".experts.") != std::string::npos;
+    // Each expert chose on the tokens routed to it: its own count.
+    EXPECT_GT(step.at("tokens").get<int64_t>(), 0) << linear;
+    const std::string down = linear + ".weight";
+    dense.set_tensor(down, zero_removed(dense.tensor(down), step.at("kept_units").get<std::vector<int64_t>>(), 1));
+  }
+  EXPECT_EQ(experts, 4);
+  EXPECT_EQ(kept_by_field,
+            (std::map<std::string, int64_t>{
+                {"moe_intermediate_size", 16}, {"shared_expert_intermediate_size", 30}, {"intermediate_size", 36}}));
+  // The smaller model computes the dense one with every removed neuron's down column zeroed (score keeps the kept
+  // columns as they were).
+  const model::CausalLM pruned = model::CausalLM::load(dir / "out");
+  at::manual_seed(0);
+  const at::Tensor ids = at::randint(dense.config().vocab_size, {2, 24}, at::kLong);
+  const at::Tensor expected = dense.forward(ids), got = pruned.forward(ids);
+  EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>());
+}
+
+TEST(PruneStructuredRun, AnExpertNoTokenReachedKeepsItsLargestColumnsUnchanged) {
+  // 16 tokens, 2 of 6 experts each: in block 2 some expert receives none (PruneMoe's test of the same run).
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  std::vector<std::string> args = args_for(model, dir / "out", {"--remove-neurons", "0.25"});
+  args[8] = "1";    // --nsamples
+  args[10] = "16";  // --seqlen
+  const auto r = test::run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const model::CausalLM dense = model::CausalLM::load(model), pruned = model::CausalLM::load(dir / "out");
+  int64_t unreached = 0;
+  const json structured = structured_of(r);
+  for (const json& step : structured.at("blocks")) {
+    if (step.at("tokens").get<int64_t>() != 0) continue;
+    ++unreached;
+    const std::string linear = step.at("linear");
+    EXPECT_NE(step.at("rule").get<std::string>().find("no calibration token"), std::string::npos);
+    const at::Tensor W0 = dense.tensor(linear + ".weight");
+    const auto kept = step.at("kept_units").get<std::vector<int64_t>>();
+    // The kept columns are those of largest norm, unchanged.
+    const at::Tensor norms = W0.norm(2, {0});
+    const double lowest_kept = norms.index_select(0, at::tensor(kept, at::kLong)).min().item<double>();
+    EXPECT_EQ(norms.gt(lowest_kept).sum().item<int64_t>() + 1, static_cast<int64_t>(kept.size())) << linear;
+    EXPECT_TRUE(pruned.tensor(linear + ".weight").equal(W0.index_select(1, at::tensor(kept, at::kLong)))) << linear;
+  }
+  EXPECT_GT(unreached, 0);
+}
+
 // stories260K with its q, k, v and its gate, up stored fused, as Phi3ForCausalLM stores them (the same function:
 // Phi-3's block is LLaMA's with fused projections; its RoPE with partial_rotary_factor 1 is LLaMA's default).
 fs::path fused_twin(const fs::path& dir) {
@@ -271,7 +339,6 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"", {"--remove-neurons", "0.2", "--structured-method", "oscar"}, "did you mean"},
       {"olmo2_post", {"--remove-heads", "0.5"}, "normalise all heads together"},
       {"phi3_longrope", {"--remove-heads", "0.5"}, "its longrope factors are checked against hidden_size"},
-      {"qwen2_moe_shared", {"--remove-neurons", "0.5"}, "mixtures of experts"},
       {"", {"--remove-neurons", "1.5"}, "--remove-neurons"}};
   for (const Case& c : cases) {
     const fs::path model =
@@ -287,8 +354,9 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
 TEST(PruneStructuredRun, OptRemovesNeuronsButNotHeads) {
   // transformers' OPT has no head_dim field: fewer heads is no OPT config. Its neurons are fc1's rows and bias.
   const model::CausalLM m = model::CausalLM::load(test::source_dir() / "tests/data/model/opt_pre");
-  EXPECT_NE(m.unit_rule(0, model::Structure::heads).refusal.find("no head_dim"), std::string::npos);
-  const model::UnitRule neurons = m.unit_rule(0, model::Structure::neurons);
+  EXPECT_NE(m.unit_rules(0, model::Structure::heads).front().refusal.find("no head_dim"), std::string::npos);
+  ASSERT_EQ(m.unit_rules(0, model::Structure::neurons).size(), 1u);
+  const model::UnitRule neurons = m.unit_rules(0, model::Structure::neurons).front();
   EXPECT_TRUE(neurons.refusal.empty());
   EXPECT_EQ(neurons.consumer, "fc2");
   EXPECT_EQ(neurons.units, m.config().intermediate_size);

@@ -48,15 +48,20 @@ struct UnitRows {
   std::vector<RowRun> runs = {RowRun{}};
 };
 
-/// How one kind of unit leaves block i: the linear whose input columns the units are (`width` columns each, in
-/// `parts` equal consecutive parts that must keep equal counts), and the tensors whose rows follow them. A family
-/// or block without such a rule says why in `refusal`.
+/// How units of one kind leave one linear's input in block i: the linear whose input columns the units are (`width`
+/// columns each, in `parts` equal consecutive parts that must keep equal counts), the tensors whose rows follow them,
+/// and the config.json field that states their count. A block may have several (a mixture: each expert's neurons,
+/// the shared expert's). A family or block without one says why in `refusal`.
 struct UnitRule {
   std::string refusal;   ///< non-empty: this kind of unit cannot be removed here, and why
-  std::string consumer;  ///< short linear name, "mlp.down_proj"
+  std::string consumer;  ///< short linear name, "mlp.down_proj", "mlp.experts.3.down_proj"
+  std::string field;     ///< "intermediate_size", "moe_intermediate_size", "num_attention_heads", ...
   int64_t units = 0;
   int64_t width = 1;
   int64_t parts = 1;
+  /// The kept count must be a multiple of it: transformers multiplies a mixture's experts in grouped products
+  /// (torch's grouped_mm), whose rows must be whole multiples of 16 bytes, 8 values of bf16.
+  int64_t multiple = 1;
   std::vector<UnitRows> rows;
 
   /// No rule here, and why.
@@ -146,11 +151,13 @@ class CausalLM {
   /// max_position_embeddings): recompute from an empty cache there.
   bool cache_exact(int64_t length) const;
 
-  /// How `s` units leave block i as its tensors are now (the count of units read from their shapes).
-  UnitRule unit_rule(int64_t block, Structure s) const;
-  /// Keeps `kept` (ascending) of block i's units of kind `s`: their rows of every tensor that follows them, and
-  /// `consumer_weight` [out, kept * width] as the consumer linear's weight. Returns the names of the tensors changed.
-  std::vector<std::string> keep_units(int64_t block, Structure s, const std::vector<int64_t>& kept,
+  /// How `s` units leave block i as its tensors are now (the counts of units read from their shapes): one rule per
+  /// linear whose input they are; a refusal is the only rule.
+  std::vector<UnitRule> unit_rules(int64_t block, Structure s) const;
+  /// Keeps `kept` (ascending) of the units of `rule` (one of block i's unit_rules): their rows of every tensor that
+  /// follows them, and `consumer_weight` [out, kept * width] as the consumer linear's weight. Returns the names of
+  /// the tensors changed.
+  std::vector<std::string> keep_units(int64_t block, const UnitRule& rule, const std::vector<int64_t>& kept,
                                       const at::Tensor& consumer_weight);
   /// Experts of block i as its tensors are now (0: no mixture).
   int64_t num_experts(int64_t block) const;

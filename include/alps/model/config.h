@@ -56,6 +56,8 @@ struct MoeConfig {
   std::vector<std::string> count_keys;
   int64_t top_k = 0;              ///< experts per token (num_experts_per_tok)
   int64_t intermediate_size = 0;  ///< each expert's
+  /// The config.json field of each expert's intermediate_size: moe_intermediate_size (Qwen) or intermediate_size.
+  std::string intermediate_key = "intermediate_size";
   bool norm_topk_prob = false;    ///< the top_k weights divided by their sum (Mixtral always; the others by config)
   /// The weights multiply the experts' outputs in fp32 and the product rounds to the compute dtype (Mixtral); the
   /// others round the weights first.

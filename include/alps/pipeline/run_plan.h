@@ -43,14 +43,18 @@ struct LayerJob {
   bool needs_statistics() const { return !skip && (solver->needs_statistics() || refine != prune::Refine::kNone); }
 };
 
+/// How many units one kind of rule has and keeps: `units` in `parts` equal parts, each part keeping `keep`.
+struct UnitCount {
+  int64_t units = 0, parts = 1, keep = 0, multiple = 1;
+};
+
 /// One structured step of every block (docs/structured.md): a kind of unit, the flag that asked for it, and what
-/// each block has and keeps: `units` in `parts` equal parts, each part keeping `keep`; the consumer linear's input
-/// columns come `width` per unit.
+/// each of the block's rules (model::UnitRule: a dense MLP's neurons, each expert's, the heads) has and keeps, by the
+/// config.json field that states its count (the experts step: "experts"), the same in every block.
 struct UnitStep {
   model::Structure structure = model::Structure::neurons;
   std::string flag;
-  std::string consumer;
-  int64_t units = 0, parts = 1, keep = 0, width = 1;
+  std::map<std::string, UnitCount> counts;
 };
 
 /// What --remove-experts ranks the experts by (docs/moe.md): REAP's saliency or the routing frequency.
@@ -101,6 +105,7 @@ class RunPlan {
   void plan_expert_step(const model::CausalLM& m, const Recipe& r);
 
   std::unique_ptr<prune::UnitMethod> unit_method_;
+  std::map<std::string, int64_t> consumer_inputs_;  // the input a consumer's weight keeps, by its full name
   const prune::Method& method(const std::string& name, const nlohmann::json& options);
 
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;
