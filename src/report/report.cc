@@ -310,7 +310,10 @@ std::string structured_table(const RunReport& r) {
         ++n;
       }
     const double mean = n > 0 ? error / n : 0.0;
-    out += fmt::format("  {:<10} kept {} of {} in every {} ({}{}), {}\n", step.value("structure", ""),
+    // A mixture model's dense MLPs (mlp_only_layers) are some of its blocks.
+    where = where == "block" && n < r.blocks_total ? fmt::format("{} of {} blocks, the dense MLPs", n, r.blocks_total)
+                                                   : "every " + where;
+    out += fmt::format("  {:<10} kept {} of {} in {} ({}{}), {}\n", step.value("structure", ""),
                        step.value("kept", 0), step.value("units", 0), where, step.value("flag", ""),
                        experts ? ", " + step.value("method", std::string()) : "",
                        experts ? fmt::format("removed {:.2f}% of the routed output", 100 * mean)
