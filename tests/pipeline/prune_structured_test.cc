@@ -213,7 +213,7 @@ TEST(PruneStructuredRun, AMixtureLosesTheSameShareOfEachExpertsNeuronsAndItsShar
 }
 
 TEST(PruneStructuredRun, AnExpertNoTokenReachedKeepsItsLargestColumnsUnchanged) {
-  // 16 tokens, 2 of 6 experts each: in block 2 some expert receives none (PruneMoe's test of the same run).
+  // 16 tokens, 2 of 6 experts each: in block 2 some experts receive none (as in PruneMoe's unreached-expert test).
   test::TempDir dir;
   const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
   std::vector<std::string> args = args_for(model, dir / "out", {"--remove-neurons", "0.25"});
