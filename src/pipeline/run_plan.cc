@@ -88,6 +88,38 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   }
 }
 
+namespace {
+
+// The units each part of `c` keeps when `flag` asks for `fraction` of them to go (`what` names them): a whole number
+// that removes some and leaves some, a whole head or group (a neuron more or less is rounding), and c.multiple's
+// nearest multiple where one is asked.
+int64_t kept_per_part(double fraction, const char* flag, const std::string& what, bool neurons, const UnitCount& c) {
+  const int64_t per_part = c.units / c.parts;
+  const double exact = fraction * static_cast<double>(per_part);
+  const auto removed = static_cast<int64_t>(std::llround(exact));
+  ALPS_USAGE_CHECK(removed >= 1, flag, " ", fraction, " of ", per_part, " ", what, " removes none: give at least ",
+                   1.0 / static_cast<double>(per_part));
+  ALPS_USAGE_CHECK(removed < per_part, flag, " ", fraction, " of ", per_part, " ", what, " leaves none");
+  // A head is a twelfth of a group or more.
+  ALPS_USAGE_CHECK(neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, flag, " ", fraction, " of ",
+                   per_part, " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/", per_part);
+  const int64_t keep = per_part - removed;
+  if (c.multiple == 1) return keep;
+  // The nearest multiple that still removes some.
+  int64_t multiple = std::llround(static_cast<double>(keep) / static_cast<double>(c.multiple)) * c.multiple;
+  if (multiple >= per_part) multiple = (per_part - 1) / c.multiple * c.multiple;
+  ALPS_USAGE_CHECK(multiple >= c.multiple, flag, " ", fraction, " of ", per_part, " ", what, " leaves ", keep,
+                   ", and a mixture's experts keep a multiple of ", c.multiple,
+                   " (transformers' grouped expert products): give a smaller fraction");
+  if (multiple != keep)
+    spdlog::info("{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts in "
+                 "grouped products, whose rows must be whole multiples of 16 bytes)",
+                 flag, fraction, per_part, what, multiple, keep, c.multiple);
+  return multiple;
+}
+
+}  // namespace
+
 void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
   struct Ask {
     double fraction;
@@ -111,10 +143,12 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
     // Every block's rules of this kind; each config field states one count for all of its rules.
     UnitStep step{a.structure, a.flag, {}};
     std::map<std::string, std::string> first;  // field -> the first rule's linear, for messages
+    std::map<std::string, std::pair<std::string, int64_t>> consumers;  // weight -> its rule's field and width
     for (int64_t b = 0; b < m.num_blocks(); ++b)
       for (const model::UnitRule& rule : m.unit_rules(b, a.structure)) {
         ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", b == 0 ? "" : fmt::format("block {}: ", b), rule.refusal);
         const std::string linear = m.weight_name(b, rule.consumer);
+        consumers[linear] = {rule.field, rule.width};
         auto [it, fresh] = step.counts.emplace(rule.field, UnitCount{rule.units, rule.parts, 0, rule.multiple});
         if (fresh) first[rule.field] = linear;
         ALPS_USAGE_CHECK(it->second.units == rule.units && it->second.parts == rule.parts, a.flag, ": ", linear,
@@ -122,41 +156,17 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                          "; the output's config states one count (", rule.field, ")");
       }
     for (auto& [field, c] : step.counts) {
-      const int64_t per_part = c.units / c.parts;
       std::string what = a.structure == model::Structure::neurons ? "MLP neurons"
                          : a.structure == model::Structure::heads ? "query heads of each key/value group"
                                                                   : "key/value groups";
       if (step.counts.size() > 1) what += " (" + field + ")";
-      const double exact = a.fraction * static_cast<double>(per_part);
-      const auto removed = static_cast<int64_t>(std::llround(exact));
-      ALPS_USAGE_CHECK(removed >= 1, a.flag, " ", a.fraction, " of ", per_part, " ", what,
-                       " removes none: give at least ", 1.0 / static_cast<double>(per_part));
-      ALPS_USAGE_CHECK(removed < per_part, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves none");
-      // A neuron more or less is rounding; a head is a twelfth of a group or more.
-      ALPS_USAGE_CHECK(
-          a.structure == model::Structure::neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, a.flag,
-          " ", a.fraction, " of ", per_part, " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/",
-          per_part);
-      c.keep = per_part - removed;
-      if (c.multiple > 1) {  // the nearest multiple that still removes some
-        int64_t keep = std::llround(static_cast<double>(c.keep) / static_cast<double>(c.multiple)) * c.multiple;
-        if (keep >= per_part) keep = (per_part - 1) / c.multiple * c.multiple;
-        ALPS_USAGE_CHECK(keep >= c.multiple, a.flag, " ", a.fraction, " of ", per_part, " ", what, " leaves ", c.keep,
-                         ", and a mixture's experts keep a multiple of ", c.multiple,
-                         " (transformers' grouped expert products): give a smaller fraction");
-        if (keep != c.keep)
-          spdlog::info(
-              "{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts "
-              "in grouped products, whose rows must be whole multiples of 16 bytes)",
-              a.flag, a.fraction, per_part, what, keep, c.keep, c.multiple);
-        c.keep = keep;
-      }
+      c.keep = kept_per_part(a.fraction, a.flag, what, a.structure == model::Structure::neurons, c);
     }
-    for (int64_t b = 0; b < m.num_blocks(); ++b)
-      for (const model::UnitRule& rule : m.unit_rules(b, a.structure)) {
-        const UnitCount& c = step.counts.at(rule.field);
-        consumer_inputs_[m.weight_name(b, rule.consumer)] = c.keep * c.parts * rule.width;
-      }
+    for (const auto& [weight, use] : consumers) {
+      const auto& [field, width] = use;
+      const UnitCount& c = step.counts.at(field);
+      consumer_inputs_[weight] = c.keep * c.parts * width;
+    }
     unit_steps.push_back(std::move(step));
   }
   needs_calibration = true;
