@@ -122,9 +122,10 @@ class Llama final : public Architecture {
     auto observe = [&](const std::string& name, const at::Tensor& in) {
       if (observer != nullptr) (*observer)(name, in);
     };
-    auto lin = [&](const std::string& name, const at::Tensor& in, bool bias) {
+    auto lin = [&](const std::string& name, const at::Tensor& in, bool bias, const at::Tensor& weight = {}) {
       observe(name, in);
-      return apply_linear(in, w(p + name + ".weight"), bias ? w(p + name + ".bias") : at::Tensor());
+      return apply_linear(in, weight.defined() ? weight : w(p + name + ".weight"),
+                          bias ? w(p + name + ".bias") : at::Tensor());
     };
     auto norm = [&](const at::Tensor& in, const char* name) {
       return rms_norm(in, w(p + name + ".weight"), c_.norm_eps, c_.norm_scale);
@@ -133,10 +134,11 @@ class Llama final : public Architecture {
 
     at::Tensor h = pre ? norm(x, "input_layernorm") : x;
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
-    at::Tensor q, k, v;
+    at::Tensor q, k, v, o_weight;
     if (c_.fused_projections) {  // one product, its output columns q | k | v
       const at::Tensor qkv = lin("self_attn.qkv_proj", h, qkv_bias);
-      H = w(p + "self_attn.o_proj.weight").size(1) / D;
+      o_weight = w(p + "self_attn.o_proj.weight");  // read once: its input is every query head's output
+      H = o_weight.size(1) / D;
       KV = (qkv.size(-1) / D - H) / 2;
       q = qkv.narrow(-1, 0, H * D);
       k = qkv.narrow(-1, H * D, KV * D);
@@ -174,7 +176,7 @@ class Llama final : public Architecture {
         attention_at(at, c_.attention_scale > 0 ? c_.attention_scale : 1.0 / std::sqrt(static_cast<double>(D)),
                      at.packed ? 0 : window);
     options.softcap = c_.attention_softcap;
-    at::Tensor a = lin("self_attn.o_proj", causal_attention(q, k, v, options), c_.attention_bias);
+    at::Tensor a = lin("self_attn.o_proj", causal_attention(q, k, v, options), c_.attention_bias, o_weight);
     at::Tensor out = x + (post ? norm(a, "post_attention_layernorm") : a);
 
     switch (c_.norm_placement) {
