@@ -41,16 +41,26 @@
 #   structured7b (not in the default steps) prune7b's checkpoint with 20% and 30% of its MLP neurons removed
 #            (OSSCAR), then the forward's tokens/s of each smaller model against the dense one in transformers on the
 #            GPU, fp16, in turn twice (200 s)
+#   moe30b   (not in the default steps) `alps prune` of a Qwen3-30B-A3B-shaped checkpoint of random weights (fp16,
+#            $BLOCKSMOE blocks, default 2, of 128 experts of 768 neurons, 8 per token; scripts/make_random_checkpoint.py
+#            --family qwen3_moe with $CKPTMOE, the weights drawn on the device under test), ALPS at 70%, 128 x 2048
+#            tokens: seconds per block and phase, the experts' tokens, the device peak against the estimate, and the
+#            48 blocks projected from the blocks run (issue targets: a block in at most 15 s, 48 under 12 minutes);
+#            then the same run with each --solve-streams of $STREAMSMOE (default 4 8: a block of 388 small solves
+#            may keep more streams busy than the default 2; the checkpoints must be the same bytes) (300 s)
 #   split2   (not in the default steps) prune7b's run as two ranks sharing the one GPU over Gloo with every linear's
 #            rows split in two (--dist-split all) beside one process: the split's arithmetic on a GPU (the projection's
 #            histograms, the parts' sums through the host), the layer errors side by side and what the sums cost;
 #            two ranks on one GPU gain nothing, so no speedup is expected (240 s)
 #   baseline (not in the default steps) SparseGPT and Wanda at 70% on the 7B-shaped checkpoint in fp32 compute, with
 #            this build and with an earlier one ($BASELINE_ALPS): layer errors and phases side by side (200 s)
-# A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself:
+# A dry run without a GPU, at small sizes and with transformers in python3, checks the script itself (ALPS=build/...
+# for the CPU build's binary where there is no build-cuda):
 #   DEVICE=cpu SHAPES=64x96 TOKENS=256 CKPT7B="--hidden 64 --ffn 96 --heads 4 --kv-heads 4" \
 #     CKPT70B="--hidden 64 --ffn 160 --heads 8 --kv-heads 2" NSAMPLES=4 SEQLEN=128 scripts/gpu_checks.sh \
 #     FULL7B=3 machine layers prune7b prune70b full7b
+#   and for moe30b: CKPTMOE="--hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --ffn 32 --experts 8 \
+#     --experts-per-token 2"
 # $OUT (the device tool's folder that comes back; default /tmp/alps-gpu-checks) gets summary.md (per step: exit code
 # and seconds; the failed tests, the layer table, the per-phase tables), the prune reports, and logs.tar.gz with
 # every log (the tool brings back eight files at most). Once the checks have started the script exits 0: the
@@ -64,13 +74,16 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -f "$out/summary.md" ]; then
   exit 1
 fi
 mkdir -p "$out"
-alps=build-cuda/apps/alps/alps
+alps=${ALPS:-build-cuda/apps/alps/alps}          # ALPS=build/apps/alps/alps: a dry run with the CPU build
 steps=${*:-machine tests layers prune7b prune70b}
 device=${DEVICE:-cuda}
 shapes=${SHAPES:-4096x4096 11008x4096 4096x11008}
 tokens=${TOKENS:-16384}
 ckpt7b=${CKPT7B:---hidden 4096 --heads 32 --kv-heads 32 --ffn 11008}
 ckpt70b=${CKPT70B:---hidden 8192 --heads 64 --kv-heads 8 --ffn 28672}
+ckptmoe=${CKPTMOE:-}                            # moe30b: sizes other than Qwen3-30B-A3B's (the script's defaults)
+blocksmoe=${BLOCKSMOE:-2}                       # moe30b: blocks of the Qwen3-30B-A3B-shaped checkpoint
+streamsmoe=${STREAMSMOE-4 8}                    # moe30b: the same run with these --solve-streams too
 nsamples=${NSAMPLES:-128}
 seqlen=${SEQLEN:-2048}
 b_updates=${B_UPDATES-auto cholesky explicit}  # layers: ALPS's B-update forms at 70%
@@ -254,6 +267,69 @@ structured7b() {
   done
 }
 
+# A mixture of experts at Qwen3-30B-A3B's shape: the pruned blocks' seconds and the whole model's projected from them
+# (the 48 blocks at the blocks' mean, the save scaled by the blocks' share of the weights; loading and calibration
+# once).
+# shellcheck disable=SC2086  # CKPTMOE: separate words
+moe30b() {
+  [ -f "$scratch/moe30b/config.json" ] || py scripts/make_random_checkpoint.py "$scratch/moe30b" --family qwen3_moe \
+    --layers "$blocksmoe" --vocab 50304 --dtype float16 --data-dir tests/data/real --device "${device%%:*}" \
+    $ckptmoe || return 1
+  local start end n flags report same f
+  for n in default $streamsmoe; do
+    flags=() report=$logs/moe30b-streams$n.json
+    [ "$n" = default ] && report=$out/moe30b.json || flags=(--solve-streams "$n")
+    start=$(date +%s.%N)
+    prune_with "$alps" "$scratch/moe30b" "$scratch/moe30b-$n" "${flags[@]}" > "$report.partial" || return 1
+    end=$(date +%s.%N)
+    mv "$report.partial" "$report"
+    moe30b_figures "$n" "$report" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
+    [ "$n" = default ] && continue
+    same=1
+    for f in "$scratch"/moe30b-default/*.safetensors; do cmp -s "$f" "$scratch/moe30b-$n/${f##*/}" || same=0; done
+    if [ "$same" = 1 ]; then
+      echo "moe30b: solve-streams $n and the default: identical checkpoints"
+    else
+      echo "moe30b: solve-streams $n and the default: DIFFERENT checkpoints"
+    fi
+    rm -rf "${scratch:?}/moe30b-$n"
+  done
+}
+
+moe30b_figures() {  # STREAMS REPORT WALL_SECONDS
+  py - "$@" <<'PY'
+import json, sys
+streams, rep, wall = sys.argv[1], json.load(open(sys.argv[2])), float(sys.argv[3])
+rep = rep.get("report", rep)
+n, ph = max(1, rep.get("blocks_done", 1)), rep.get("phase_seconds", {})
+per_block = sum(ph.get(k, 0) for k in ("statistics", "solve", "pruned_forward")) / n
+save = ph.get("save", 0)
+projected = wall - n * per_block - save + 48 * per_block + save * 48 / n
+experts = [l for l in rep.get("layers", []) if ".experts." in l.get("name", "") and "tokens" in l]
+tokens = sorted(l["tokens"] for l in experts if l["name"].endswith("down_proj"))
+print(f"moe30b: solve-streams {streams}: {n} blocks, alps prune {wall:.1f} s wall clock; "
+      f"per block {per_block:.2f} s (target 15 s): " + ", ".join(f"{k} {ph.get(k, 0) / n:.2f}" for k in ("statistics", "solve", "pruned_forward")))
+print(f"moe30b: solve-streams {streams}: 48 blocks projected {projected:.0f} s (target 720 s)")
+if streams != "default":
+    sys.exit(0)
+if tokens:
+    print(f"moe30b: tokens per expert min {tokens[0]} median {tokens[len(tokens) // 2]} max {tokens[-1]} "
+          f"over {len(tokens)} experts")
+kinds = {}  # the layers by kind (an expert's projection or an attention one): count, seconds, errors, B-updates
+for l in rep.get("layers", []):
+    name = l.get("name", "")
+    kind = ("expert " if ".experts." in name else "") + name.split(".")[-1]
+    k = kinds.setdefault(kind, [0, 0.0, 0.0, set()])
+    k[0] += 1
+    k[1] += l.get("seconds", 0)
+    k[2] += l.get("rel_error", 0)
+    k[3].add(str(l.get("b_update")))
+for kind, (count, seconds, error, forms) in kinds.items():
+    print(f"moe30b: {kind}: {count} solves, {seconds:.2f} s in all, {seconds / count * 1e3:.1f} ms each, "
+          f"mean rel_error {error / count:.4e}, b_update {'/'.join(sorted(forms))}")
+PY
+}
+
 # The distributed code path at world size 1 over NCCL against the plain path, on prune7b's checkpoint: wall clock and
 # phases of each, and whether the checkpoints are the same bytes (one rank computes what one process does).
 dist1() {
@@ -334,11 +410,11 @@ baseline() {
 }
 
 # timeout runs each step in a shell of its own, which gets the steps and their settings from here.
-export out scratch logs alps device shapes tokens ckpt7b ckpt70b nsamples seqlen b_updates cpu_compare batch_sizes \
+export out scratch logs alps device shapes tokens ckpt7b ckpt70b ckptmoe blocksmoe streamsmoe nsamples seqlen b_updates cpu_compare batch_sizes \
   blocks7b compare_streams flags70b full7b streams70b \
   BASELINE_ALPS=${BASELINE_ALPS:-}
-export -f py machine trsm products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
-  baseline dist1 split2 structured7b
+export -f py machine trsm moe30b_figures products tests solve layers prune_with make_checkpoint prune_model prune7b prune70b full7b profile7b \
+  baseline dist1 split2 structured7b moe30b
 for s in $steps; do
   case "$s" in
     machine) run_step machine 40 machine ;;
@@ -355,6 +431,7 @@ for s in $steps; do
     dist1) run_step dist1 150 dist1 ;;
     split2) run_step split2 240 split2 ;;
     structured7b) run_step structured7b 200 structured7b ;;
+    moe30b) run_step moe30b 300 moe30b ;;
     *) echo "| $s | unknown step | 0 |" >> "$summary" ;;
   esac
 done
@@ -398,7 +475,7 @@ if rows:
           "| eigh s / ADMM it s / PCG it s |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
-def phases(name, path):
+def phases(name, path, per_layer=True):
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
     r = json.load(open(path))
@@ -413,6 +490,8 @@ def phases(name, path):
     est = extra.get("memory_estimate", {})
     print(f"\ndevice peak {est.get('device_peak_gib_measured')} GiB, estimate {est.get('device_total_gib_at_most')} GiB;"
           f" peak RSS {extra.get('peak_rss_gib')} GiB; hardware {json.dumps(rep.get('hardware'))}")
+    if not per_layer:
+        return
     print("\n| layer | seconds | rel_error | b_update | factorizations | iterations |\n|---|---|---|---|---|---|")
     for l in rep.get("layers", []):
         print(f"| {l.get('block')} {l.get('name', '').split('.')[-1]} | {l.get('seconds', 0):.3f} "
@@ -438,6 +517,10 @@ phases("The whole LLaMA-7B-shaped run, ALPS 70%", os.path.join(out, "full7b.json
 structured_log = os.path.join(logs, "structured7b.log")
 if os.path.exists(structured_log):
     print("\n" + "\n".join(l.strip() for l in open(structured_log) if l.startswith("structured7b:")))
+phases("Prune, Qwen3-30B-A3B shape, ALPS 70%", os.path.join(out, "moe30b.json"), per_layer=False)
+moe_log = os.path.join(logs, "moe30b.log")
+if os.path.exists(moe_log):
+    print("\n" + "\n".join(l.strip() for l in open(moe_log) if l.startswith("moe30b:")))
 full7b_log = os.path.join(logs, "full7b.log")
 if os.path.exists(full7b_log):
     print("\n" + "\n".join(l.strip() for l in open(full7b_log) if l.startswith("full7b:")))

@@ -3,11 +3,14 @@
 
 Default: OPT-125M's shape (transformers' OPTConfig defaults = facebook/opt-125m: hidden 768, 12 layers, 12 heads,
 ffn 3072, vocab 50272, 2048 positions), fp32, with GPT-2's vocab.json/merges.txt from the data directory as its
-tokenizer files (OPT uses the same BPE merges). `--family llama` writes a LLaMA-shaped one (sizes by flag) instead.
+tokenizer files (OPT uses the same BPE merges). `--family llama` writes a LLaMA-shaped one (sizes by flag) instead;
+`--family qwen3_moe` a Qwen3-MoE one, by default Qwen3-30B-A3B's block (hidden 2048, 32 query and 4 key/value heads
+of 128, 128 experts of 768 neurons, 8 per token, every layer a mixture), its router's random rows spreading the
+tokens over the experts about evenly.
 
-Usage: python3 scripts/make_random_checkpoint.py OUT_DIR [--family opt|llama] [--data-dir ../shared/data]
+Usage: python3 scripts/make_random_checkpoint.py OUT_DIR [--family opt|llama|qwen3_moe] [--data-dir ../shared/data]
        [--dtype float32|float16|bfloat16] [--hidden N --layers N --heads N --kv-heads N --ffn N --vocab N]
-       [--device cpu|cuda]
+       [--head-dim N --experts N --experts-per-token N] [--device cpu|cuda]
 
 --device cuda draws the weights on a GPU (the same distributions, other values than the CPU's for one seed): a
 32-block LLaMA-7B shape takes seconds there instead of minutes on the host.
@@ -25,7 +28,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--family", choices=["opt", "llama"], default="opt")
+    ap.add_argument("--family", choices=["opt", "llama", "qwen3_moe"], default="opt")
     ap.add_argument("--data-dir", default=os.path.join(here, "..", "..", "shared", "data"))
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0)
@@ -33,7 +36,10 @@ def main():
     ap.add_argument("--layers", type=int)
     ap.add_argument("--heads", type=int)
     ap.add_argument("--kv-heads", type=int)
-    ap.add_argument("--ffn", type=int)
+    ap.add_argument("--ffn", type=int, help="MLP neurons (qwen3_moe: each expert's)")
+    ap.add_argument("--head-dim", type=int)
+    ap.add_argument("--experts", type=int)
+    ap.add_argument("--experts-per-token", type=int)
     ap.add_argument("--vocab", type=int)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = ap.parse_args()
@@ -50,6 +56,18 @@ def main():
         cfg.word_embed_proj_dim = cfg.hidden_size
         with where:
             model = OPTForCausalLM(cfg)
+    elif args.family == "qwen3_moe":
+        # Imported here: a transformers without Qwen3-MoE (before 4.51) still makes the other families.
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+        cfg = Qwen3MoeConfig(hidden_size=args.hidden or 2048, num_hidden_layers=args.layers or 48,
+                             num_attention_heads=args.heads or 32, num_key_value_heads=args.kv_heads or 4,
+                             head_dim=args.head_dim or 128, moe_intermediate_size=args.ffn or 768,
+                             intermediate_size=6144, num_experts=args.experts or 128,
+                             num_experts_per_tok=args.experts_per_token or 8, norm_topk_prob=True,
+                             decoder_sparse_step=1, mlp_only_layers=[], vocab_size=args.vocab or 151936,
+                             max_position_embeddings=4096, tie_word_embeddings=False)
+        with where:
+            model = Qwen3MoeForCausalLM(cfg)
     else:
         cfg = LlamaConfig(hidden_size=args.hidden or 2048, num_hidden_layers=args.layers or 16,
                           num_attention_heads=args.heads or 32, num_key_value_heads=args.kv_heads or 8,

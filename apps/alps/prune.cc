@@ -52,8 +52,7 @@ int run_prune_command(const PruneArgs& a, const CLI::App& cmd, const std::vector
   if (a.nproc > 0) {
     // Said once, here, rather than by every worker after they start.
     const bool reads_calibration = prune::make_method(r.method, r.options)->needs_statistics() || r.refine != "none" ||
-                                   r.sparsity_profile == "owl" || r.remove_neurons > 0 || r.remove_heads > 0 ||
-                                   r.remove_experts > 0;
+                                   r.sparsity_profile == "owl" || r.removes_units();
     ALPS_USAGE_CHECK(!reads_calibration || r.nsamples >= a.nproc, "--nproc ", a.nproc, " processes share --nsamples ",
                      r.nsamples, " calibration windows: give at least one window per process");
     return dist::run_local_workers(dist::without_nproc_flag(argv), a.nproc);

@@ -116,6 +116,14 @@ const std::vector<RecipeKnob>& recipe_knobs() {
     k.push_back({"remove_heads", false, "--remove-heads",
                  "Structured: the fraction of every block's query heads removed (see --head-rule)",
                  &Recipe::remove_heads});
+    k.push_back({"remove_heads_per_group",
+                 false,
+                 "--remove-heads-per-group",
+                 "Structured: the query heads removed from each key/value group of every block, as a count (the "
+                 "count form of --remove-heads, within-groups)",
+                 &Recipe::remove_heads_per_group,
+                 {},
+                 0});
     k.push_back({"head_rule",
                  false,
                  "--head-rule",

@@ -90,53 +90,67 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
 
 namespace {
 
-// The units each part of `c` keeps when `flag` asks for `fraction` of them to go (`what` names them): a whole number
-// that removes some and leaves some, a whole head or group (a neuron more or less is rounding), and c.multiple's
-// nearest multiple where one is asked.
-int64_t kept_per_part(double fraction, const char* flag, const std::string& what, bool neurons, const UnitCount& c) {
+// What a structured flag asks to remove from each part: a fraction of its units, or (count > 0) a count of them.
+struct Ask {
+  double fraction;
+  int64_t count;
+  model::Structure structure;
+  const char* flag;
+  std::string value() const { return count > 0 ? std::to_string(count) : fmt::format("{}", fraction); }
+};
+
+// The units each part of `c` keeps when `a` asks for some of them to go (`what` names them): a whole number that
+// removes some and leaves some, a whole head or group (a neuron more or less is rounding), and c.multiple's nearest
+// multiple where one is asked.
+int64_t kept_per_part(const Ask& a, const std::string& what, const UnitCount& c) {
   const int64_t per_part = c.units / c.parts;
-  const double exact = fraction * static_cast<double>(per_part);
+  const bool neurons = a.structure == model::Structure::neurons;
+  const char* flag = a.flag;
+  const std::string asked = a.value();
+  const double exact = a.count > 0 ? static_cast<double>(a.count) : a.fraction * static_cast<double>(per_part);
   const auto removed = static_cast<int64_t>(std::llround(exact));
-  ALPS_USAGE_CHECK(removed >= 1, flag, " ", fraction, " of ", per_part, " ", what, " removes none: give at least ",
+  ALPS_USAGE_CHECK(removed >= 1, flag, " ", asked, " of ", per_part, " ", what, " removes none: give at least ",
                    1.0 / static_cast<double>(per_part));
-  ALPS_USAGE_CHECK(removed < per_part, flag, " ", fraction, " of ", per_part, " ", what, " leaves none");
+  ALPS_USAGE_CHECK(removed < per_part, flag, " ", asked, " of ", per_part, " ", what, " leaves none");
   // A head is a twelfth of a group or more.
-  ALPS_USAGE_CHECK(neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, flag, " ", fraction, " of ",
-                   per_part, " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/", per_part);
+  ALPS_USAGE_CHECK(neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, flag, " ", asked, " of ", per_part,
+                   " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/", per_part);
   const int64_t keep = per_part - removed;
   if (c.multiple == 1) return keep;
   // The nearest multiple that still removes some.
   int64_t multiple = std::llround(static_cast<double>(keep) / static_cast<double>(c.multiple)) * c.multiple;
   if (multiple >= per_part) multiple = (per_part - 1) / c.multiple * c.multiple;
-  ALPS_USAGE_CHECK(multiple >= c.multiple, flag, " ", fraction, " of ", per_part, " ", what, " leaves ", keep,
+  ALPS_USAGE_CHECK(multiple >= c.multiple, flag, " ", asked, " of ", per_part, " ", what, " leaves ", keep,
                    ", and a mixture's experts keep a multiple of ", c.multiple,
                    " (transformers' grouped expert products): give a smaller fraction");
   if (multiple != keep)
-    spdlog::info("{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts in "
-                 "grouped products, whose rows must be whole multiples of 16 bytes)",
-                 flag, fraction, per_part, what, multiple, keep, c.multiple);
+    spdlog::info(
+        "{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts in "
+        "grouped products, whose rows must be whole multiples of 16 bytes)",
+        flag, asked, per_part, what, multiple, keep, c.multiple);
   return multiple;
 }
 
 }  // namespace
 
 void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
-  struct Ask {
-    double fraction;
-    model::Structure structure;
-    const char* flag;
-  };
-  ALPS_USAGE_CHECK(
-      r.sparsity_profile != "owl" || (r.remove_experts == 0 && r.remove_heads == 0 && r.remove_neurons == 0),
-      "--sparsity-profile owl counts the zeros of each block on its dense shapes; with --remove-experts, "
-      "--remove-neurons or --remove-heads use --sparsity-profile uniform");
+  ALPS_USAGE_CHECK(r.sparsity_profile != "owl" || !r.removes_units(),
+                   "--sparsity-profile owl counts the zeros of each block on its dense shapes; with --remove-experts, "
+                   "--remove-neurons or --remove-heads use --sparsity-profile uniform");
   plan_expert_step(m, r);
+  ALPS_USAGE_CHECK(r.remove_heads == 0 || r.remove_heads_per_group == 0,
+                   "--remove-heads and --remove-heads-per-group both ask for heads to go: give one of them");
+  ALPS_USAGE_CHECK(r.remove_heads_per_group == 0 || r.head_rule == "within-groups",
+                   "--remove-heads-per-group counts the query heads removed from each key/value group; --head-rule ",
+                   r.head_rule, " removes whole groups: give --remove-heads F instead");
   std::vector<Ask> asks;
   if (r.remove_heads > 0)
-    asks.push_back({r.remove_heads,
+    asks.push_back({r.remove_heads, 0,
                     r.head_rule == "whole-groups" ? model::Structure::kv_groups : model::Structure::heads,
                     "--remove-heads"});
-  if (r.remove_neurons > 0) asks.push_back({r.remove_neurons, model::Structure::neurons, "--remove-neurons"});
+  if (r.remove_heads_per_group > 0)
+    asks.push_back({0, r.remove_heads_per_group, model::Structure::heads, "--remove-heads-per-group"});
+  if (r.remove_neurons > 0) asks.push_back({r.remove_neurons, 0, model::Structure::neurons, "--remove-neurons"});
   if (asks.empty()) return;
   unit_method_ = prune::make_unit_method(r.structured_method, r.structured_options);
   for (const Ask& a : asks) {
@@ -160,7 +174,7 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                          : a.structure == model::Structure::heads ? "query heads of each key/value group"
                                                                   : "key/value groups";
       if (step.counts.size() > 1) what += " (" + field + ")";
-      c.keep = kept_per_part(a.fraction, a.flag, what, a.structure == model::Structure::neurons, c);
+      c.keep = kept_per_part(a, what, c);
     }
     for (const auto& [weight, use] : consumers) {
       const auto& [field, width] = use;

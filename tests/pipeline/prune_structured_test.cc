@@ -326,6 +326,27 @@ TEST(PruneStructuredRun, AFusedCheckpointLosesTheUnitsItsSeparateTwinLoses) {
   }
 }
 
+TEST(PruneStructuredRun, ACountOfHeadsPerGroupRemovesWhatItsFractionRemoves) {
+  // stories260K has two query heads per key/value group: one of them is half of them.
+  test::TempDir dir;
+  const std::vector<std::string> method = {"--structured-method", "score", "--structured-option", "refit=true"};
+  std::vector<std::string> count = {"--remove-heads-per-group", "1"}, fraction = {"--remove-heads", "0.5"};
+  count.insert(count.end(), method.begin(), method.end());
+  fraction.insert(fraction.end(), method.begin(), method.end());
+  const auto a = test::run_cli(args_for(test_prune::model_dir(), dir / "count", count));
+  const auto b = test::run_cli(args_for(test_prune::model_dir(), dir / "fraction", fraction));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json config = json::parse(io::read_text_file(dir / "count" / "config.json"));
+  EXPECT_EQ(config, json::parse(io::read_text_file(dir / "fraction" / "config.json")));
+  EXPECT_EQ(config.at("num_attention_heads"), config.at("num_key_value_heads"));
+  const json sa = structured_of(a), sb = structured_of(b);
+  for (int64_t blk = 0; blk < config.at("num_hidden_layers").get<int64_t>(); ++blk)
+    EXPECT_EQ(kept_units(sa, blk, "heads"), kept_units(sb, blk, "heads")) << "block " << blk;
+  // The same choice and refit, computed alike: the same bytes.
+  EXPECT_TRUE(test::slurp(dir / "count" / "model.safetensors") == test::slurp(dir / "fraction" / "model.safetensors"));
+}
+
 TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -341,7 +362,14 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"", {"--remove-neurons", "0.2", "--structured-method", "oscar"}, "did you mean"},
       {"olmo2_post", {"--remove-heads", "0.5"}, "normalise all heads together"},
       {"phi3_longrope", {"--remove-heads", "0.5"}, "its longrope factors are checked against hidden_size"},
-      {"", {"--remove-neurons", "1.5"}, "--remove-neurons"}};
+      {"", {"--remove-neurons", "1.5"}, "--remove-neurons"},
+      {"",
+       {"--remove-heads-per-group", "2"},
+       "--remove-heads-per-group 2 of 2 query heads of each key/value group "
+       "leaves none"},
+      {"", {"--remove-heads-per-group", "1", "--remove-heads", "0.5"}, "give one of them"},
+      {"", {"--remove-heads-per-group", "1", "--head-rule", "whole-groups"}, "give --remove-heads F instead"},
+      {"", {"--remove-heads-per-group", "-1"}, "--remove-heads-per-group"}};
   for (const Case& c : cases) {
     const fs::path model =
         c.fixture.empty() ? test_prune::model_dir() : test_prune::fixture_with_tokenizer(c.fixture, dir.path());

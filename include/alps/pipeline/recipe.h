@@ -38,10 +38,12 @@ struct Recipe {
   /// sends it) or "all" (every token; the block's output stays the routed one).
   std::string moe_calibration = "routed";
   /// Structured pruning before the rest (docs/structured.md): the fractions of each block's MLP neurons and of its
-  /// query heads removed (0: none), how heads go (within-groups: the same count from each key/value group;
-  /// whole-groups: key/value groups with their query heads), and the method that chooses them, with its constants.
+  /// query heads removed (0: none), or the query heads removed from each key/value group as a count, how heads go
+  /// (within-groups: the same count from each key/value group; whole-groups: key/value groups with their query heads),
+  /// and the method that chooses them, with its constants.
   double remove_neurons = 0;
   double remove_heads = 0;
+  int64_t remove_heads_per_group = 0;
   std::string head_rule = "within-groups";
   std::string structured_method = "osscar";
   nlohmann::json structured_options = nlohmann::json::object();
@@ -58,6 +60,11 @@ struct Recipe {
   int64_t batch_size = 8;       ///< calibration windows per forward call
   int64_t solve_streams = 0;    ///< linears of a block solved at once on a GPU (0: RunPlan's default)
   std::string stats_dtype = "fp32";  ///< accumulation dtype of G
+
+  /// Whether a structured step (experts, neurons, heads) makes the model smaller.
+  bool removes_units() const {
+    return remove_experts > 0 || remove_neurons > 0 || remove_heads > 0 || remove_heads_per_group > 0;
+  }
   std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"
   /// How the target sparsity is spread over the blocks: "uniform" (every block the same) or "owl" (OWL: blocks with
   /// more outlier scores keep more weights, mean unchanged; prune/owl.h)
