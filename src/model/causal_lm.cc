@@ -13,6 +13,7 @@
 #include "alps/io/staged_path.h"
 #include "model/architecture.h"
 #include "model/causal_lm_state.h"
+#include "model/fused_experts.h"
 #include "model/stored_weights.h"
 
 namespace alps::model {
@@ -47,9 +48,16 @@ CausalLM CausalLM::load(const fs::path& dir) {
   ALPS_CHECK(fs::is_directory(dir), "model directory ", dir.string(), " does not exist");
   ALPS_CHECK(fs::exists(dir / "config.json"), "no config.json in model directory ", dir.string());
   s.config = load_config(dir / "config.json");
-  s.arch = make_architecture(s.config);
-
   s.stored = read_weights(dir);
+  // transformers 5 names a fused checkpoint's router and experts under mlp.experts.* whatever the family (Mixtral's
+  // block_sparse_moe.experts.{e}.w1 included); alps holds its experts as the per-expert layout with those names.
+  const std::string fused = unfuse_experts(s.stored);
+  if (!fused.empty()) {
+    ALPS_CHECK(s.config.moe.has_value(), fused, " in ", dir.string(), ": fused experts in a ", s.config.architecture,
+               " checkpoint, whose config.json describes no mixture of experts");
+    s.config.moe->naming = ExpertNaming::qwen;
+  }
+  s.arch = make_architecture(s.config);
 
   // Every expected tensor present with the config's shape and a float dtype; nothing unexpected.
   std::set<std::string> expected;
@@ -275,10 +283,7 @@ void CausalLM::release_tensor(const std::string& name) {
   ALPS_CHECK(it != state_->stored.host.end(), "release_tensor: '", name, "' is not part of the checkpoint in ",
              state_->dir.string());
   ALPS_CHECK(!state_->resident.count(name), "release_tensor: '", name, "' is resident on the device");
-  const auto& names = state_->stored.file_names;
-  const size_t file =
-      static_cast<size_t>(std::find(names.begin(), names.end(), state_->stored.file_of.at(name)) - names.begin());
-  it->second = state_->stored.files.at(file).tensor(state_->stored.name_in_file(name));
+  it->second = state_->stored.file_tensor(name);
 }
 
 std::string CausalLM::first_non_finite_tensor() const {

@@ -11,6 +11,7 @@
 #include "alps/core/error.h"
 #include "alps/core/suggest.h"
 #include "alps/io/text_files.h"
+#include "model/fused_experts.h"
 
 namespace alps::model {
 
@@ -74,6 +75,10 @@ void StoredWeights::rename(const std::string& from, const std::string& to) {
   file_of.erase(from);
   renamed[to] = name_in_file(from);
   renamed.erase(from);
+  if (auto it = sliced.find(from); it != sliced.end()) {
+    sliced[to] = it->second;
+    sliced.erase(from);
+  }
   *std::find(order.begin(), order.end(), from) = to;
 }
 
@@ -82,12 +87,22 @@ void StoredWeights::erase(const std::string& name) {
   host.erase(name);
   file_of.erase(name);
   renamed.erase(name);
+  sliced.erase(name);
   order.erase(std::find(order.begin(), order.end(), name));
 }
 
 const std::string& StoredWeights::name_in_file(const std::string& name) const {
   auto it = renamed.find(name);
   return it == renamed.end() ? name : it->second;
+}
+
+at::Tensor StoredWeights::file_tensor(const std::string& name) const {
+  const size_t file =
+      static_cast<size_t>(std::find(file_names.begin(), file_names.end(), file_of.at(name)) - file_names.begin());
+  auto it = sliced.find(name);
+  if (it == sliced.end()) return files.at(file).tensor(name_in_file(name));
+  const FileSlice& s = it->second;
+  return files.at(file).tensor(s.tensor).select(0, s.index).narrow(0, s.row, s.rows);
 }
 
 StoredWeights read_weights(const fs::path& dir) {
@@ -167,20 +182,23 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
     spdlog::info("not copied to the output (the dense model's weights in other formats): {}", join_names(dense));
 
   // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
-  std::vector<std::vector<std::string>> shards(1);
+  const std::vector<OutputTensor> tensors = output_tensors(w);
+  std::vector<std::vector<const OutputTensor*>> shards(1);
   int64_t total = 0, in_shard = 0;
-  for (const std::string& name : w.order) {
-    const int64_t bytes = static_cast<int64_t>(w.host.at(name).nbytes());
-    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+  for (const OutputTensor& t : tensors) {
+    if (in_shard > 0 && in_shard + t.bytes > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
-    shards.back().push_back(name);
-    in_shard += bytes;
-    total += bytes;
+    shards.back().push_back(&t);
+    in_shard += t.bytes;
+    total += t.bytes;
   }
   const bool sharded = total > max_shard_bytes;
-  if (!sharded) shards = {w.order};
+  if (!sharded) {
+    shards = {{}};
+    for (const OutputTensor& t : tensors) shards.front().push_back(&t);
+  }
 
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t k = 0; k < shards.size(); ++k) {
@@ -188,12 +206,12 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
     std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
     const std::string file = sharded ? std::string(buf) : kSingleFile;
     std::vector<io::TensorEntry> layout;
-    for (const std::string& name : shards[k]) {
-      layout.push_back(io::entry_for(name, w.host.at(name)));
-      weight_map[name] = file;
+    for (const OutputTensor* t : shards[k]) {
+      layout.push_back(t->entry);
+      weight_map[t->entry.name] = file;
     }
     io::SafetensorsWriter writer(dir / file, layout, w.metadata);
-    for (const std::string& name : shards[k]) writer.write(name, w.host.at(name));
+    for (const OutputTensor* t : shards[k]) writer.write(t->entry.name, t->value());
     writer.finish();
     written.push_back(file);
   }
@@ -203,7 +221,7 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
     ALPS_CHECK(out.good(), "cannot write ", (dir / kIndexFile).string());
     written.push_back(kIndexFile);
   }
-  spdlog::info("wrote {} tensors ({:.1f} MB, {} file{})", w.order.size(), total / 1e6, shards.size(),
+  spdlog::info("wrote {} tensors ({:.1f} MB, {} file{})", tensors.size(), total / 1e6, shards.size(),
                shards.size() > 1 ? "s" : "");
   return written;
 }

@@ -15,6 +15,20 @@
 
 namespace alps::model {
 
+/// A tensor of the weight files that alps holds as several: transformers 5's fused experts (fused_experts.h), one
+/// [experts, rows, cols] tensor held as one 2D tensor per expert and projection, written back fused.
+struct FusedTensor {
+  std::string name;                ///< in the file: "model.layers.3.mlp.experts.gate_up_proj"
+  std::string experts;             ///< the held tensors' prefix: "model.layers.3.mlp.experts."
+  std::vector<std::string> parts;  ///< each expert's projections, stacked along the rows: {"gate_proj", "up_proj"}
+};
+
+/// Where a held tensor lies in its file when it is part of a fused one: rows [row, row + rows) of index `index`.
+struct FileSlice {
+  std::string tensor;  ///< the fused tensor's name in the file
+  int64_t index = 0, row = 0, rows = 0;
+};
+
 struct StoredWeights {
   std::vector<std::string> file_names;          // the weight files, relative to the directory
   std::vector<io::SafetensorsFile> files;       // open (memory-mapped), in file_names order
@@ -23,6 +37,8 @@ struct StoredWeights {
   std::vector<std::string> order;               // input order: file by file, data-offset order
   std::map<std::string, std::string> metadata;  // __metadata__ of the first file
   std::map<std::string, std::string> renamed;   // tensor -> its name in its file, where the two differ
+  std::vector<FusedTensor> fused;               // the file's fused tensors, in file order
+  std::map<std::string, FileSlice> sliced;      // tensor -> its place in a fused tensor of its file
 
   /// The tensor `from` is called `to` from now on (its file still calls it `from`), in `from`'s place in the order;
   /// `to` must be free.
@@ -31,6 +47,8 @@ struct StoredWeights {
   void erase(const std::string& name);
   /// The tensor's name in its file.
   const std::string& name_in_file(const std::string& name) const;
+  /// The tensor as its file holds it (a view of the mapped file), whatever replaced it since.
+  at::Tensor file_tensor(const std::string& name) const;
 };
 
 /// Opens the weight files of `dir`. Errors name the file and the tensor: a shard outside the directory, a tensor
