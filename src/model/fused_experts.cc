@@ -6,6 +6,7 @@
 #include <map>
 
 #include "alps/core/error.h"
+#include "model/causal_lm_state.h"
 
 namespace alps::model {
 
@@ -24,12 +25,6 @@ const std::array<Layout, 2>& layouts() {
 
 std::string expert_tensor(const std::string& experts, int64_t e, const std::string& part) {
   return experts + std::to_string(e) + "." + part + ".weight";
-}
-
-std::string shape_of(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-  return s + "]";
 }
 
 // The layout of a held tensor's name when it is a fused experts tensor ("....experts.gate_up_proj"), else null.
@@ -55,7 +50,7 @@ std::string unfuse_experts(StoredWeights& w) {
     const at::Tensor t = w.host.at(name);
     const std::string file = w.file_of.at(name), where = name + " in " + file;
     const auto parts = static_cast<int64_t>(layout->parts.size());
-    ALPS_CHECK(t.dim() == 3, where, ": a fused experts tensor is [experts, rows, columns], got ", shape_of(t));
+    ALPS_CHECK(t.dim() == 3, where, ": a fused experts tensor is [experts, rows, columns], got ", shape_str(t.sizes()));
     ALPS_CHECK(t.size(1) % parts == 0, where, ": its ", t.size(1), " rows per expert are not ", parts,
                " projections of one size (gate, then up)");
     const int64_t rows = t.size(1) / parts;
@@ -116,7 +111,8 @@ std::vector<OutputTensor> output_tensors(const StoredWeights& w) {
         const at::Tensor& x = w.host.at(expert_tensor(f.experts, e, part));
         const at::Tensor& x0 = w.host.at(expert_tensor(f.experts, 0, part));
         ALPS_CHECK(x.sizes() == x0.sizes() && x.scalar_type() == a.scalar_type(), "cannot write ", f.name, ": ",
-                   expert_tensor(f.experts, e, part), " is ", shape_of(x), " where expert 0's is ", shape_of(x0));
+                   expert_tensor(f.experts, e, part), " is ", shape_str(x.sizes()), " where expert 0's is ",
+                   shape_str(x0.sizes()));
       }
     OutputTensor o;
     o.entry.name = f.name;
