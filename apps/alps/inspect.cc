@@ -47,12 +47,14 @@ std::vector<std::string> block_features(const model::ModelConfig& c) {
   if (c.moe) {
     const model::MoeConfig& e = *c.moe;
     const auto mixtures = std::count(e.layers.begin(), e.layers.end(), true);
-    f.push_back(fmt::format("{} experts of {}, {} per token{}{}, in {} of {} layers", e.num_experts,
-                            e.intermediate_size, e.top_k, e.norm_topk_prob ? " (weights renormalised)" : "",
-                            e.shared_expert_intermediate_size > 0
-                                ? fmt::format(", a shared expert of {}", e.shared_expert_intermediate_size)
-                                : "",
-                            mixtures, c.num_layers));
+    f.push_back(
+        fmt::format("{} experts of {}, {} per token{}{}, in {} of {} layers{}", e.num_experts, e.intermediate_size,
+                    e.top_k, e.norm_topk_prob ? " (weights renormalised)" : "",
+                    e.shared_expert_intermediate_size > 0
+                        ? fmt::format(", a shared expert of {}", e.shared_expert_intermediate_size)
+                        : "",
+                    mixtures, c.num_layers,
+                    e.fused ? "; stored fused (mlp.experts.gate_up_proj and down_proj), listed per expert" : ""));
   }
   return f;
 }

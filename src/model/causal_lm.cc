@@ -56,6 +56,7 @@ CausalLM CausalLM::load(const fs::path& dir) {
     ALPS_CHECK(s.config.moe.has_value(), fused, " in ", dir.string(), ": fused experts in a ", s.config.architecture,
                " checkpoint, whose config.json describes no mixture of experts");
     s.config.moe->naming = ExpertNaming::qwen;
+    s.config.moe->fused = true;
   }
   s.arch = make_architecture(s.config);
 

@@ -126,6 +126,11 @@ TEST(FusedExperts, AFusedCheckpointComputesWhatItsTwinComputesAndIsWrittenAsItWa
     }
     EXPECT_EQ(names, a.linear_names(0));
     EXPECT_EQ(b.num_parameters(), a.num_parameters());
+    EXPECT_TRUE(b.config().moe->fused);
+    EXPECT_FALSE(a.config().moe->fused);
+    const auto inspected = test::run_cli({"inspect", "--model", fused.string()});
+    EXPECT_NE(inspected.out.find("stored fused (mlp.experts.gate_up_proj and down_proj)"), std::string::npos)
+        << inspected.out;
     at::manual_seed(0);
     const at::Tensor ids = at::randint(512, {2, 12}, at::kLong);
     // The same weights (views of the fused tensors), the same products.

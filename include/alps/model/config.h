@@ -65,6 +65,9 @@ struct MoeConfig {
   /// Qwen2-MoE's shared expert: a gated MLP every token passes, scaled by sigmoid(shared_expert_gate x); 0: none.
   int64_t shared_expert_intermediate_size = 0;
   ExpertNaming naming = ExpertNaming::qwen;
+  /// The checkpoint stores the experts as transformers 5's fused 3D tensors (mlp.experts.gate_up_proj, down_proj),
+  /// which alps holds per expert and writes back fused (CausalLM::load).
+  bool fused = false;
   /// Per layer: whether its MLP is the mixture (decoder_sparse_step, mlp_only_layers); the others hold a dense MLP of
   /// ModelConfig::intermediate_size.
   std::vector<bool> layers;
