@@ -136,7 +136,7 @@ int64_t kept_per_part(const Ask& a, const std::string& what, const UnitCount& c)
 void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
   ALPS_USAGE_CHECK(r.sparsity_profile != "owl" || !r.removes_units(),
                    "--sparsity-profile owl counts the zeros of each block on its dense shapes; with --remove-experts, "
-                   "--remove-neurons or --remove-heads use --sparsity-profile uniform");
+                   "--remove-neurons, --remove-heads or --remove-heads-per-group use --sparsity-profile uniform");
   plan_expert_step(m, r);
   ALPS_USAGE_CHECK(r.remove_heads == 0 || r.remove_heads_per_group == 0,
                    "--remove-heads and --remove-heads-per-group both ask for heads to go: give one of them");
