@@ -152,26 +152,11 @@ TEST(FusedExperts, APrunedFusedCheckpointHoldsWhatItsTwinsPrunedCheckpointHoldsF
     SCOPED_TRACE(fx.name);
     const fs::path separate = test_prune::fixture_with_tokenizer(fx.name, dir.path());
     const fs::path fused = fused_twin(separate, dir.path(), fx.mixtral);
-    const std::vector<std::string> flags = {"prune",
-                                            "--calib",
-                                            test_prune::calib(),
-                                            "--nsamples",
-                                            "4",
-                                            "--seqlen",
-                                            "32",
-                                            "--device",
-                                            "cpu",
-                                            "--method",
-                                            "sparsegpt",
-                                            "--sparsity",
-                                            "0.5",
-                                            "--remove-experts",
-                                            "0.25",
-                                            "--remove-neurons",
-                                            "0.25",
-                                            "--structured-method",
-                                            "score",
-                                            "--json"};
+    std::vector<std::string> flags = {"prune", "--calib", test_prune::calib()};
+    for (const char* f :
+         {"--nsamples", "4", "--seqlen", "32", "--device", "cpu", "--method", "sparsegpt", "--sparsity", "0.5",
+          "--remove-experts", "0.25", "--remove-neurons", "0.25", "--structured-method", "score", "--json"})
+      flags.push_back(f);
     std::map<std::string, json> reports;
     for (const fs::path& model : {separate, fused}) {
       std::vector<std::string> args = flags;
