@@ -60,9 +60,10 @@ std::string unfuse_experts(StoredWeights& w) {
         const std::string held = expert_tensor(experts, e, layout->parts[static_cast<size_t>(p)]);
         ALPS_CHECK(!w.host.count(held), where, ": its expert ", e, " is also stored apart, as ", held, " in ",
                    w.file_of.at(held));
-        w.host[held] = t.select(0, e).narrow(0, p * rows, rows);
+        const FileSlice slice{name, e, p * rows, rows};
+        w.host[held] = slice.of(t);
         w.file_of[held] = file;
-        w.sliced[held] = {name, e, p * rows, rows};
+        w.sliced[held] = slice;
         order.push_back(held);
       }
     w.host.erase(name);

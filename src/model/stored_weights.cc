@@ -101,8 +101,7 @@ at::Tensor StoredWeights::file_tensor(const std::string& name) const {
       static_cast<size_t>(std::find(file_names.begin(), file_names.end(), file_of.at(name)) - file_names.begin());
   auto it = sliced.find(name);
   if (it == sliced.end()) return files.at(file).tensor(name_in_file(name));
-  const FileSlice& s = it->second;
-  return files.at(file).tensor(s.tensor).select(0, s.index).narrow(0, s.row, s.rows);
+  return it->second.of(files.at(file).tensor(it->second.tensor));
 }
 
 StoredWeights read_weights(const fs::path& dir) {

@@ -27,6 +27,8 @@ struct FusedTensor {
 struct FileSlice {
   std::string tensor;  ///< the fused tensor's name in the file
   int64_t index = 0, row = 0, rows = 0;
+  /// This slice of the fused tensor.
+  at::Tensor of(const at::Tensor& fused) const { return fused.select(0, index).narrow(0, row, rows); }
 };
 
 struct StoredWeights {

@@ -59,12 +59,7 @@ struct Recipe {
   std::string dtype = "auto";
   int64_t batch_size = 8;       ///< calibration windows per forward call
   int64_t solve_streams = 0;    ///< linears of a block solved at once on a GPU (0: RunPlan's default)
-  std::string stats_dtype = "fp32";  ///< accumulation dtype of G
-
-  /// Whether a structured step (experts, neurons, heads) makes the model smaller.
-  bool removes_units() const {
-    return remove_experts > 0 || remove_neurons > 0 || remove_heads > 0 || remove_heads_per_group > 0;
-  }
+  std::string stats_dtype = "fp32";      ///< accumulation dtype of G
   std::string stats_device = "compute";  ///< where G accumulates: "compute" (the compute device) or "cpu"
   /// How the target sparsity is spread over the blocks: "uniform" (every block the same) or "owl" (OWL: blocks with
   /// more outlier scores keep more weights, mean unchanged; prune/owl.h)
@@ -81,6 +76,11 @@ struct Recipe {
   std::string dist_backend = "auto";
   std::string dist_split = "auto";
   int64_t dist_timeout = 1800;
+
+  /// Whether a structured step (experts, neurons, heads) makes the model smaller.
+  bool removes_units() const {
+    return remove_experts > 0 || remove_neurons > 0 || remove_heads > 0 || remove_heads_per_group > 0;
+  }
 };
 
 /// One scalar knob of a recipe, declared once: its JSON key (inside the "calibration" object when `calibration`),
