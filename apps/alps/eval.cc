@@ -39,9 +39,9 @@ struct EvalArgs {
        bootstrap_given = false, log_samples_given = false;
 };
 
-int run_eval(const EvalArgs& a) {
-  const std::vector<std::string> specs =
-      a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
+// Flags that would be silently ignored together are refused before any model is read. `specs` are the perplexity
+// datasets the command runs.
+void check_eval_flags(const EvalArgs& a, const std::vector<std::string>& specs) {
   ALPS_USAGE_CHECK(!specs.empty() || !a.tasks.empty(), "--ppl: expected a comma-separated list of datasets, got '",
                    a.ppl, "'");
   // Flags that only change how tasks are scored: without --tasks they would be silently ignored.
@@ -58,6 +58,41 @@ int run_eval(const EvalArgs& a) {
     ALPS_USAGE_CHECK(!given || !specs.empty(), flag, " sets perplexity windows: with --tasks it needs --ppl too");
   ALPS_USAGE_CHECK(!a.log_samples_given || !a.log_samples.empty(), "--log-samples expects a file name");
   if (!a.log_samples.empty()) check_output_file("--log-samples", a.log_samples, a.overwrite);
+}
+
+// The perplexities and task scores as a table, or every field with the run's software and hardware under --json.
+void print_eval_results(const EvalArgs& a, const model::CausalLM& m, int64_t seqlen, const nlohmann::json& results,
+                        const std::vector<eval::TaskResult>& task_results) {
+  nlohmann::json task_json = nlohmann::json::array();
+  for (const eval::TaskResult& r : task_results) task_json.push_back(eval::to_json(r));
+  if (a.common.json) {
+    print_json({{"model", a.model},
+                {"architecture", m.config().architecture},
+                {"device", m.compute_device().str()},
+                {"dtype", dtype_name(m.compute_dtype())},
+                {"seqlen", seqlen},
+                {"results", results},
+                {"tasks", task_json},
+                {"software", report::software_json()},
+                {"hardware", report::hardware_json()}});
+  } else if (!results.empty()) {
+    std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12} {:>9}\n", "dataset", "windows", "tokens", "perplexity",
+                             "seconds");
+    for (const auto& r : results)
+      std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12.4f} {:>9.2f}\n", r["dataset"].get<std::string>(),
+                               r["windows"].get<int64_t>(), r["tokens"].get<int64_t>(), r["perplexity"].get<double>(),
+                               r["seconds"].get<double>());
+  }
+  if (!a.common.json && !task_results.empty()) {
+    if (!results.empty()) std::cout << "\n";
+    std::cout << eval::format_task_table(task_results);
+  }
+}
+
+int run_eval(const EvalArgs& a) {
+  const std::vector<std::string> specs =
+      a.tasks.empty() || a.ppl_given ? split_list(a.ppl) : std::vector<std::string>{};
+  check_eval_flags(a, specs);
   const auto data = data_dir(a.data_dir);
   const std::filesystem::path model = resolve_model_dir(a.model, data);
   model::CausalLM m = model::CausalLM::load(model);
@@ -91,30 +126,7 @@ int run_eval(const EvalArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   for (const eval::DatasetResult& r : eval::evaluate(m, prepared.datasets, opt)) results.push_back(eval::to_json(r));
   const std::vector<eval::TaskResult> task_results = eval::evaluate_tasks(m, std::move(prepared.tasks), zopt);
-  nlohmann::json task_json = nlohmann::json::array();
-  for (const eval::TaskResult& r : task_results) task_json.push_back(eval::to_json(r));
-  if (a.common.json) {
-    print_json({{"model", a.model},
-                {"architecture", m.config().architecture},
-                {"device", m.compute_device().str()},
-                {"dtype", dtype_name(m.compute_dtype())},
-                {"seqlen", seqlen},
-                {"results", results},
-                {"tasks", task_json},
-                {"software", report::software_json()},
-                {"hardware", report::hardware_json()}});
-  } else if (!plan.datasets.empty()) {
-    std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12} {:>9}\n", "dataset", "windows", "tokens", "perplexity",
-                             "seconds");
-    for (const auto& r : results)
-      std::cout << fmt::format("{:<14} {:>8} {:>10} {:>12.4f} {:>9.2f}\n", r["dataset"].get<std::string>(),
-                               r["windows"].get<int64_t>(), r["tokens"].get<int64_t>(), r["perplexity"].get<double>(),
-                               r["seconds"].get<double>());
-  }
-  if (!a.common.json && !task_results.empty()) {
-    if (!plan.datasets.empty()) std::cout << "\n";
-    std::cout << eval::format_task_table(task_results);
-  }
+  print_eval_results(a, m, seqlen, results, task_results);
   std::cout.flush();
   // After the results are out: a samples file that cannot be written (its directory removed, a full disk) fails the
   // command without taking the results with it.

@@ -24,8 +24,6 @@ struct InspectArgs {
   std::string model;
 };
 
-// The block sparsities a sparsity profile aimed at, from the report alps wrote beside a pruned checkpoint (empty
-// when there is none, or the run was uniform).
 // What the block computes beyond a LLaMA block's defaults, in words, each one a ModelConfig value
 // (docs/architectures.md).
 std::vector<std::string> block_features(const model::ModelConfig& c) {
@@ -85,37 +83,44 @@ ReportBeside report_beside(const std::filesystem::path& dir) {
   }
 }
 
-int run_inspect(const InspectArgs& a) {
-  const std::filesystem::path dir = resolve_model_dir(a.model, data_dir());
-  const model::CausalLM m = model::CausalLM::load(dir);
-  const model::ModelConfig& c = m.config();
-  const ReportBeside beside = report_beside(dir);
-  const std::vector<double>& targets = beside.targets;
+// The zeros of every prunable linear and every block, as --json lists them; a block's target beside it where a
+// sparsity profile set one.
+struct SparsityCount {
   nlohmann::json linears = nlohmann::json::array(), blocks = nlohmann::json::array();
-  int64_t linear_params = 0, linear_zeros = 0;
+  int64_t params = 0, zeros = 0;
+};
+
+SparsityCount count_zeros(const model::CausalLM& m, const std::vector<double>& targets) {
+  SparsityCount out;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     int64_t block_params = 0, block_zeros = 0;
     for (const std::string& l : m.linear_names(b)) {
       const std::string name = m.weight_name(b, l);
       const at::Tensor w = m.tensor(name);
       const int64_t zeros = w.numel() - w.count_nonzero().item<int64_t>();
-      linear_params += w.numel();
-      linear_zeros += zeros;
       block_params += w.numel();
       block_zeros += zeros;
-      linears.push_back({{"name", name},
-                         {"shape", {w.size(0), w.size(1)}},
-                         {"dtype", dtype_name(w.scalar_type())},
-                         {"zeros", zeros},
-                         {"sparsity", static_cast<double>(zeros) / static_cast<double>(w.numel())}});
+      out.linears.push_back({{"name", name},
+                             {"shape", {w.size(0), w.size(1)}},
+                             {"dtype", dtype_name(w.scalar_type())},
+                             {"zeros", zeros},
+                             {"sparsity", static_cast<double>(zeros) / static_cast<double>(w.numel())}});
     }
     nlohmann::json block = {{"block", b},
                             {"sparsity", block_params ? static_cast<double>(block_zeros) / block_params : 0.0}};
     if (static_cast<size_t>(b) < targets.size()) block["target"] = targets[static_cast<size_t>(b)];
-    blocks.push_back(block);
+    out.blocks.push_back(block);
+    out.params += block_params;
+    out.zeros += block_zeros;
   }
-  const double sparsity = linear_params ? static_cast<double>(linear_zeros) / linear_params : 0.0;
-  nlohmann::json doc{{"model", a.model},
+  return out;
+}
+
+// Everything `alps inspect --json` prints; the text form reads it back.
+nlohmann::json inspect_document(const std::string& model_arg, const model::CausalLM& m, const ReportBeside& beside) {
+  const model::ModelConfig& c = m.config();
+  const SparsityCount n = count_zeros(m, beside.targets);
+  nlohmann::json doc{{"model", model_arg},
                      {"architecture", c.architecture},
                      {"hidden_size", c.hidden_size},
                      {"intermediate_size", c.intermediate_size},
@@ -131,10 +136,10 @@ int run_inspect(const InspectArgs& a) {
                      {"rope_scaling", nullptr},
                      {"sliding_window", c.sliding_window},
                      {"parameters", m.num_parameters()},
-                     {"linear_parameters", linear_params},
-                     {"linear_sparsity", sparsity},
-                     {"blocks", blocks},
-                     {"linears", linears}};
+                     {"linear_parameters", n.params},
+                     {"linear_sparsity", n.params ? static_cast<double>(n.zeros) / n.params : 0.0},
+                     {"blocks", n.blocks},
+                     {"linears", n.linears}};
   if (c.rope_scaling) doc["rope_scaling"] = {{"type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
   if (c.moe) {
     nlohmann::json layers = nlohmann::json::array();
@@ -147,44 +152,58 @@ int run_inspect(const InspectArgs& a) {
                       {"layers", layers}};
   }
   if (!beside.structured.is_null()) doc["structured"] = beside.structured;
-  if (a.common.json) {
-    print_json(doc);
-    return 0;
-  }
+  return doc;
+}
+
+std::string joined(const nlohmann::json& items, const char* sep) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i.get<std::string>();
+  return out;
+}
+
+void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, bool with_targets) {
   std::cout << fmt::format("{} ({}): {} layers, hidden {}, MLP {}, {} heads ({} KV) of {}, vocab {}, {} positions\n",
-                           c.architecture, a.model, c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads,
-                           c.num_kv_heads, c.head_dim, c.vocab_size, c.max_positions);
-  if (!beside.structured.is_null()) {
-    const nlohmann::json& s = beside.structured;
+                           c.architecture, doc["model"].get<std::string>(), c.num_layers, c.hidden_size,
+                           c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_positions);
+  if (doc.contains("structured")) {
+    const nlohmann::json& s = doc["structured"];
     std::cout << fmt::format("structured ({}, alps-report.json): kept {} in every block; parameters {} before\n",
                              s["method"].get<std::string>(), report::kept_units_text(s["steps"]),
                              s["parameters"]["before"].get<int64_t>());
   }
   if (c.rope_scaling)
     std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);
-  if (!doc["block_features"].empty()) {
-    std::string features;
-    for (const auto& f : doc["block_features"]) features += (features.empty() ? "" : "; ") + f.get<std::string>();
-    std::cout << fmt::format("block: {}\n", features);
-  }
+  if (!doc["block_features"].empty()) std::cout << fmt::format("block: {}\n", joined(doc["block_features"], "; "));
   if (!c.sliding_window.empty()) {
-    std::string windows;
-    for (int64_t w : c.sliding_window) windows += (windows.empty() ? "" : ", ") + (w > 0 ? std::to_string(w) : "none");
-    std::cout << fmt::format("sliding window per layer: {}\n", windows);
+    nlohmann::json windows = nlohmann::json::array();
+    for (int64_t w : c.sliding_window) windows.push_back(w > 0 ? std::to_string(w) : "none");
+    std::cout << fmt::format("sliding window per layer: {}\n", joined(windows, ", "));
   }
-  std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n", m.num_parameters(),
-                           linear_params, sparsity);
+  std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n",
+                           doc["parameters"].get<int64_t>(), doc["linear_parameters"].get<int64_t>(),
+                           doc["linear_sparsity"].get<double>());
   // Numbered as the checkpoint numbers them (model.layers.0), as --json and the linears below do.
   std::cout << fmt::format("{:<8} {:>9}{}\n", "layer", "sparsity",
-                           targets.empty() ? "" : "   target (alps-report.json: sparsity profile)");
-  for (const auto& b : blocks)
+                           with_targets ? "   target (alps-report.json: sparsity profile)" : "");
+  for (const auto& b : doc["blocks"])
     std::cout << fmt::format("{:<8} {:>9.4f}{}\n", b["block"].get<int64_t>(), b["sparsity"].get<double>(),
                              b.contains("target") ? fmt::format(" {:>9.4f}", b["target"].get<double>()) : "");
   std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9}\n", "linear", "shape", "dtype", "sparsity");
-  for (const auto& l : linears)
+  for (const auto& l : doc["linears"])
     std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9.4f}\n", l["name"].get<std::string>(),
                              fmt::format("{}x{}", l["shape"][0].get<int64_t>(), l["shape"][1].get<int64_t>()),
                              l["dtype"].get<std::string>(), l["sparsity"].get<double>());
+}
+
+int run_inspect(const InspectArgs& a) {
+  const std::filesystem::path dir = resolve_model_dir(a.model, data_dir());
+  const model::CausalLM m = model::CausalLM::load(dir);
+  const ReportBeside beside = report_beside(dir);
+  const nlohmann::json doc = inspect_document(a.model, m, beside);
+  if (a.common.json)
+    print_json(doc);
+  else
+    print_inspect(doc, m.config(), !beside.targets.empty());
   return 0;
 }
 
