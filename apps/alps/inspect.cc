@@ -12,7 +12,7 @@
 #include "alps/core/paths.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/output_dir.h"
-#include "alps/report/report.h"
+#include "alps/report/structured_summary.h"
 #include "commands.h"
 
 namespace alps::cli {
@@ -58,14 +58,15 @@ std::vector<std::string> block_features(const model::ModelConfig& c) {
 }
 
 // What alps wrote beside a pruned checkpoint: the block sparsities a sparsity profile aimed at (empty when uniform)
-// and a structured run's steps with the parameters before (null when none); both empty without a report this alps
-// reads.
+// and a structured run's steps with the parameters and weight bytes before (null when none), and those steps in
+// words; all empty without a report this alps reads.
 struct ReportBeside {
   std::vector<double> targets;
   nlohmann::json structured;
+  std::string kept;
 };
 
-ReportBeside report_beside(const std::filesystem::path& dir) {
+ReportBeside report_beside(const std::filesystem::path& dir, int64_t blocks) {
   const std::filesystem::path report = dir / pipeline::kReportFile;
   if (!std::filesystem::exists(report)) return {};
   try {
@@ -75,7 +76,11 @@ ReportBeside report_beside(const std::filesystem::path& dir) {
     if (!p.is_null()) out.targets = p.at("block_sparsity").get<std::vector<double>>();
     if (r.at("extra").contains("structured")) {
       const nlohmann::json& s = r.at("extra").at("structured");
-      out.structured = {{"method", s.at("method")}, {"steps", s.at("steps")}, {"parameters", s.at("parameters")}};
+      out.structured = {{"method", s.at("method")},
+                        {"steps", s.at("steps")},
+                        {"parameters", s.at("parameters")},
+                        {"weight_bytes_before", s.value("weight_bytes_before", nlohmann::json())}};
+      out.kept = report::kept_units_text(s, blocks);
     }
     return out;
   } catch (const nlohmann::json::exception&) {
@@ -136,6 +141,7 @@ nlohmann::json inspect_document(const std::string& model_arg, const model::Causa
                      {"rope_scaling", nullptr},
                      {"sliding_window", c.sliding_window},
                      {"parameters", m.num_parameters()},
+                     {"weight_file_bytes", m.weight_file_bytes()},
                      {"linear_parameters", n.params},
                      {"linear_sparsity", n.params ? static_cast<double>(n.zeros) / n.params : 0.0},
                      {"blocks", n.blocks},
@@ -161,15 +167,17 @@ std::string joined(const nlohmann::json& items, const char* sep) {
   return out;
 }
 
-void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, bool with_targets) {
+void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, const ReportBeside& beside) {
   std::cout << fmt::format("{} ({}): {} layers, hidden {}, MLP {}, {} heads ({} KV) of {}, vocab {}, {} positions\n",
                            c.architecture, doc["model"].get<std::string>(), c.num_layers, c.hidden_size,
                            c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_positions);
   if (doc.contains("structured")) {
     const nlohmann::json& s = doc["structured"];
-    std::cout << fmt::format("structured ({}, alps-report.json): kept {} in every block; parameters {} before\n",
-                             s["method"].get<std::string>(), report::kept_units_text(s["steps"]),
-                             s["parameters"]["before"].get<int64_t>());
+    const nlohmann::json& bytes = s["weight_bytes_before"];
+    std::cout << fmt::format(
+        "structured ({}, alps-report.json): kept {}; before: {} parameters{}\n", s["method"].get<std::string>(),
+        beside.kept, s["parameters"]["before"].get<int64_t>(),
+        bytes.is_null() ? "" : fmt::format(", weight files {:.1f} MB", bytes.get<int64_t>() / 1e6));
   }
   if (c.rope_scaling)
     std::cout << fmt::format("RoPE scaling {} (factor {})\n", c.rope_scaling->type, c.rope_scaling->factor);
@@ -179,12 +187,12 @@ void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, bool 
     for (int64_t w : c.sliding_window) windows.push_back(w > 0 ? std::to_string(w) : "none");
     std::cout << fmt::format("sliding window per layer: {}\n", joined(windows, ", "));
   }
-  std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f})\n",
+  std::cout << fmt::format("parameters {} ({} in prunable linears, sparsity {:.4f}), weight files {:.1f} MB\n",
                            doc["parameters"].get<int64_t>(), doc["linear_parameters"].get<int64_t>(),
-                           doc["linear_sparsity"].get<double>());
+                           doc["linear_sparsity"].get<double>(), doc["weight_file_bytes"].get<int64_t>() / 1e6);
   // Numbered as the checkpoint numbers them (model.layers.0), as --json and the linears below do.
   std::cout << fmt::format("{:<8} {:>9}{}\n", "layer", "sparsity",
-                           with_targets ? "   target (alps-report.json: sparsity profile)" : "");
+                           !beside.targets.empty() ? "   target (alps-report.json: sparsity profile)" : "");
   for (const auto& b : doc["blocks"])
     std::cout << fmt::format("{:<8} {:>9.4f}{}\n", b["block"].get<int64_t>(), b["sparsity"].get<double>(),
                              b.contains("target") ? fmt::format(" {:>9.4f}", b["target"].get<double>()) : "");
@@ -198,12 +206,12 @@ void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, bool 
 int run_inspect(const InspectArgs& a) {
   const std::filesystem::path dir = resolve_model_dir(a.model, data_dir());
   const model::CausalLM m = model::CausalLM::load(dir);
-  const ReportBeside beside = report_beside(dir);
+  const ReportBeside beside = report_beside(dir, m.num_blocks());
   const nlohmann::json doc = inspect_document(a.model, m, beside);
   if (a.common.json)
     print_json(doc);
   else
-    print_inspect(doc, m.config(), !beside.targets.empty());
+    print_inspect(doc, m.config(), beside);
   return 0;
 }
 

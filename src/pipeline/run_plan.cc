@@ -179,7 +179,7 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
     for (const auto& [weight, use] : consumers) {
       const auto& [field, width] = use;
       const UnitCount& c = step.counts.at(field);
-      consumer_inputs_[weight] = c.keep * c.parts * width;
+      consumer_inputs_[weight] = {c.keep * c.parts * width, a.flag};
     }
     unit_steps.push_back(std::move(step));
   }
@@ -228,7 +228,12 @@ LayerJob RunPlan::make_job(const model::CausalLM& m, const Recipe& r, const std:
     j.follows_profile = !plan.pattern_overridden;
     const auto& w = m.tensor(weight);
     const auto consumer = consumer_inputs_.find(weight);  // what the structured steps leave of its input
-    const int64_t in = consumer == consumer_inputs_.end() ? w.size(1) : consumer->second;
+    const int64_t in = consumer == consumer_inputs_.end() ? w.size(1) : consumer->second.in;
+    // The width is the structured flag's doing, not the checkpoint's: that flag is the one to change.
+    ALPS_USAGE_CHECK(consumer == consumer_inputs_.end() || !j.pattern->is_n_m() || in % j.pattern->m() == 0,
+                     j.pattern->str(), " needs an input width that is a multiple of ", j.pattern->m(), "; ",
+                     consumer->second.flag, " leaves ", in, " of ", w.size(1),
+                     ": give a fraction that keeps a multiple of it");
     j.pattern->check_shape(w.size(0), in);
     j.method = plan.method;
     j.solver = &method(plan.method, plan.options);

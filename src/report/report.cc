@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "alps/core/build_info.h"
+#include "alps/report/structured_summary.h"
 
 namespace alps::report {
 
@@ -206,10 +207,9 @@ std::string description(const RunReport& r, const Tally& t) {
   std::string structured;  // what the structured steps kept, before the unstructured pruning of the rest
   if (r.extra.contains("structured")) {
     const json& s = r.extra.at("structured");
-    structured = fmt::format("{} kept {} per block", s.value("method", "?"),
-                             kept_units_text(s.value("steps", json::array())));
+    structured = fmt::format("{} kept {}", s.value("method", "?"), kept_units_text(s, r.blocks_total));
     if (t.pruned == 0)
-      return fmt::format("{} in {}/{} blocks; no unstructured pruning", structured, r.blocks_done, r.blocks_total);
+      return fmt::format("{} ({}/{} blocks); no unstructured pruning", structured, r.blocks_done, r.blocks_total);
     structured += "; then ";
   }
   std::string orders;  // N:M in another order of some linears' inputs (RIA's channel permutation)
@@ -226,14 +226,6 @@ std::string description(const RunReport& r, const Tally& t) {
 }  // namespace
 
 std::string pruning_description(const RunReport& r) { return description(r, tally(r)); }
-
-std::string kept_units_text(const json& steps) {
-  std::string text;
-  for (const json& step : steps)
-    text += fmt::format("{}{} of {} {}", text.empty() ? "" : ", ", step.value("kept", 0), step.value("units", 0),
-                        step.value("structure", ""));
-  return text;
-}
 
 namespace {
 
@@ -282,58 +274,6 @@ std::string profile_table(const RunReport& r) {
     out += fmt::format("  {} zeros in the {} weights that follow the profile: round({} x {})\n",
                        p.at("zeros").get<int64_t>(), p.at("weights").get<int64_t>(), p.value("sparsity", 0.0),
                        p.at("weights").get<int64_t>());
-  return out;
-}
-
-// A structured run: what each step kept in every block, the mean error of its choice, and the model before and
-// after (parameters; the weight files, once written).
-std::string structured_table(const RunReport& r) {
-  if (!r.extra.contains("structured")) return "";
-  const json& s = r.extra.at("structured");
-  std::string out = fmt::format("\nstructured ({}):\n", s.value("method", ""));
-  for (const json& step : s.value("steps", json::array())) {
-    // A neurons or heads step: the mean relative error of its layers' choices; experts: the mean share of the routed
-    // output (probability times output norm) that the removed experts carried.
-    const bool experts = step.value("structure", "") == "experts";
-    double error = 0;
-    int n = 0;
-    std::string where = experts ? "mixture layer" : "block";  // neurons of experts: each expert's
-    for (const json& b : s.value("blocks", json::array()))
-      if (b.value("structure", "") == step.value("structure", "") &&
-          (experts || b.value("field", "") == step.value("field", ""))) {
-        const std::string linear = b.value("linear", std::string());
-        if (linear.find(".shared_expert.") != std::string::npos)
-          where = "shared expert";
-        else if (linear.find(".experts.") != std::string::npos)
-          where = "expert";
-        error += b.value(experts ? "removed_share" : "rel_error", 0.0);
-        ++n;
-      }
-    const double mean = n > 0 ? error / n : 0.0;
-    // A mixture model's dense MLPs (mlp_only_layers) are some of its blocks.
-    where = where == "block" && n < r.blocks_total ? fmt::format("{} of {} blocks, the dense MLPs", n, r.blocks_total)
-                                                   : "every " + where;
-    out += fmt::format("  {:<10} kept {} of {} in {} ({}{}), {}\n", step.value("structure", ""),
-                       step.value("kept", 0), step.value("units", 0), where, step.value("flag", ""),
-                       experts ? ", " + step.value("method", std::string()) : "",
-                       experts ? fmt::format("removed {:.2f}% of the routed output", 100 * mean)
-                               : fmt::format("mean err {:.4e}", mean));
-  }
-  if (s.contains("parameters")) {
-    const json& p = s.at("parameters");
-    const auto before = p.value("before", int64_t{0}), after = p.value("after", int64_t{0});
-    out += fmt::format("  parameters {:.2f}M -> {:.2f}M ({:.1f}%)\n", before / 1e6, after / 1e6,
-                       before > 0 ? 100.0 * static_cast<double>(after) / static_cast<double>(before) : 0.0);
-  }
-  int64_t written = 0;  // the model's weight files, not the channel orders beside them
-  const std::string orders = r.extra.contains("channel_orders") ? r.extra.at("channel_orders").value("file", "") : "";
-  for (const json& f : r.files) {
-    const std::string name = f.value("name", "");
-    if (name.find(".safetensors") != std::string::npos && name != orders) written += f.value("bytes", int64_t{0});
-  }
-  if (s.contains("weight_bytes_before") && written > 0)
-    out += fmt::format("  weight files {:.1f} MB -> {:.1f} MB\n", s.at("weight_bytes_before").get<int64_t>() / 1e6,
-                       written / 1e6);
   return out;
 }
 

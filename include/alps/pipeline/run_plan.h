@@ -105,7 +105,11 @@ class RunPlan {
   void plan_expert_step(const model::CausalLM& m, const Recipe& r);
 
   std::unique_ptr<prune::UnitMethod> unit_method_;
-  std::map<std::string, int64_t> consumer_inputs_;  // the input a consumer's weight keeps, by its full name
+  struct ConsumerInput {
+    int64_t in;        // the input width a consumer's weight keeps
+    const char* flag;  // the structured step that narrows it
+  };
+  std::map<std::string, ConsumerInput> consumer_inputs_;  // by the consumer's full weight name
   const prune::Method& method(const std::string& name, const nlohmann::json& options);
 
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;

@@ -53,8 +53,6 @@ LayerReport layer_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const RunReport& r);
 /// One line: what the layers were pruned with, how many, and the sparsity over all linear layers.
 std::string pruning_description(const RunReport& r);
-/// A structured run's steps (extra.structured.steps) in words: "1075 of 1536 neurons, 6 of 9 heads".
-std::string kept_units_text(const nlohmann::json& steps);
 /// Multi-line summary: overall sparsity, mean error per linear kind, slowest layers, totals, evaluation.
 std::string summary_text(const RunReport& r);
 
