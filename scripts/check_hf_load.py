@@ -7,8 +7,12 @@ Usage: python3 scripts/check_hf_load.py PRUNED_DIR [--alps build/apps/alps/alps]
 --tokenizer loads transformers' tokenizer from another directory holding the same tokenizer files: transformers 5
 picks the tokenizer class from config.json's model_type, so a Qwen2 or Mistral test fixture carrying
 stories260K's SentencePiece files would otherwise be read as another tokenizer than the one alps reads.
+--source DIR names the checkpoint the run read: the output must then hold the same tensors (names, shapes and dtypes,
+read from the safetensors headers) and the same config.json, except what a structured run changes by design (its
+report's steps: the counts they name, head_dim, the removed units' tensors), and transformers must load it as the
+same class with no key missing, unexpected or of another shape.
 Prints per-linear sparsity as transformers sees it and both NLLs; exits 1 when they differ by more than 1e-4
-(relative).
+(relative) or a --source check fails.
 """
 import argparse
 import json
@@ -29,9 +33,68 @@ ap.add_argument("--text", default=str(root.parent / "shared/data/text/tinystorie
 ap.add_argument("--seqlen", type=int, default=256)
 ap.add_argument("--windows", type=int, default=8)
 ap.add_argument("--tokenizer", help="directory to load the tokenizer from (default: the model's)")
+ap.add_argument("--source", help="the checkpoint the run read: same tensors and config (see above)")
 args = ap.parse_args()
 
-model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+
+def stored_tensors(d):
+    """{name: (dtype, shape)} from the safetensors headers of checkpoint directory d (one file, or an index's)."""
+    d = pathlib.Path(d)
+    index = d / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() else ["model.safetensors"]
+    out = {}
+    for f in files:
+        with open(d / f, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+        out.update({k: (v["dtype"], v["shape"]) for k, v in header.items() if k != "__metadata__"})
+    return out
+
+
+def flat(cfg, prefix=""):
+    """config.json as {dotted key: value}, nested configs (Gemma 3's text_config) flattened."""
+    out = {}
+    for k, v in cfg.items():
+        if isinstance(v, dict) and k.endswith("_config"):
+            out.update(flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+failures = []
+if args.source:
+    src, out = stored_tensors(args.source), stored_tensors(args.model)
+    report_file = pathlib.Path(args.model) / "alps-report.json"
+    report = json.loads(report_file.read_text()) if report_file.exists() else {}
+    structured = report.get("extra", {}).get("structured")
+    if structured is None:
+        for name in sorted(set(src) | set(out)):
+            if src.get(name) != out.get(name):
+                failures.append(f"tensor {name}: source {src.get(name)}, output {out.get(name)}")
+        changed = set()
+    else:  # fewer units: shapes (and, for experts, names) change; every tensor that stays keeps its dtype
+        for name in sorted(set(src) & set(out)):
+            if src[name][0] != out[name][0]:
+                failures.append(f"tensor {name}: dtype {src[name][0]} became {out[name][0]}")
+        changed = {s["field"] for s in structured["steps"]} | {"head_dim", "num_experts", "num_local_experts"}
+    a = flat(json.loads((pathlib.Path(args.source) / "config.json").read_text()))
+    b = flat(json.loads((pathlib.Path(args.model) / "config.json").read_text()))
+    for key in sorted(set(a) | set(b)):
+        if key.split(".")[-1] not in changed and a.get(key) != b.get(key):
+            failures.append(f"config.json {key}: source {a.get(key)!r}, output {b.get(key)!r}")
+    print(f"--source: {len(out)} tensors{' (structured run)' if structured else ''}, config.json "
+          f"{'as read' if not structured else 'as read but for ' + ', '.join(sorted(changed & set(b)))}")
+
+model, info = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, output_loading_info=True)
+model.eval()
+if args.source:
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+        if info.get(kind):
+            failures.append(f"transformers: {kind} {sorted(info[kind])[:5]}")
+    want = json.loads((pathlib.Path(args.model) / "config.json").read_text())["architectures"][0]
+    if type(model).__name__ != want:
+        failures.append(f"transformers loaded {type(model).__name__}, config.json says {want}")
 tok = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
 for name, p in model.named_parameters():
     if name.endswith("proj.weight") or ".fc" in name or name.split(".")[-2] in ("w1", "w2", "w3"):
@@ -59,4 +122,6 @@ ours = json.loads(res.stdout)["results"][0]["nll"]
 rel = abs(ours - hf) / hf
 print(f"windows {n} x {args.seqlen}: transformers nll {hf:.6f} (ppl {math.exp(hf):.4f}), alps nll {ours:.6f}, "
       f"relative difference {rel:.2e}")
-sys.exit(0 if rel < 1e-4 else 1)
+for f in failures:
+    print("FAILED", f)
+sys.exit(0 if rel < 1e-4 and not failures else 1)

@@ -89,7 +89,8 @@ ReportBeside report_beside(const std::filesystem::path& dir, int64_t blocks) {
 }
 
 // The zeros of every prunable linear and every block, as --json lists them; a block's target beside it where a
-// sparsity profile set one.
+// sparsity profile set one. A mixture's router is listed after its block's linears ("router": true) but counts in no
+// total: it stays dense unless a recipe rule names it, so the totals are those of what --sparsity prunes.
 struct SparsityCount {
   nlohmann::json linears = nlohmann::json::array(), blocks = nlohmann::json::array();
   int64_t params = 0, zeros = 0;
@@ -99,17 +100,21 @@ SparsityCount count_zeros(const model::CausalLM& m, const std::vector<double>& t
   SparsityCount out;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     int64_t block_params = 0, block_zeros = 0;
-    for (const std::string& l : m.linear_names(b)) {
+    std::vector<std::string> names = m.linear_names(b);  // and a mixture's router, which a recipe rule may prune
+    if (!m.router_name(b).empty()) names.push_back(m.router_name(b));
+    for (const std::string& l : names) {
       const std::string name = m.weight_name(b, l);
       const at::Tensor w = m.tensor(name);
       const int64_t zeros = w.numel() - w.count_nonzero().item<int64_t>();
-      block_params += w.numel();
-      block_zeros += zeros;
+      const bool router = l == m.router_name(b);
+      block_params += router ? 0 : w.numel();
+      block_zeros += router ? 0 : zeros;
       out.linears.push_back({{"name", name},
                              {"shape", {w.size(0), w.size(1)}},
                              {"dtype", dtype_name(w.scalar_type())},
                              {"zeros", zeros},
                              {"sparsity", static_cast<double>(zeros) / static_cast<double>(w.numel())}});
+      if (router) out.linears.back()["router"] = true;
     }
     nlohmann::json block = {{"block", b},
                             {"sparsity", block_params ? static_cast<double>(block_zeros) / block_params : 0.0}};
@@ -198,9 +203,10 @@ void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, const
                              b.contains("target") ? fmt::format(" {:>9.4f}", b["target"].get<double>()) : "");
   std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9}\n", "linear", "shape", "dtype", "sparsity");
   for (const auto& l : doc["linears"])
-    std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9.4f}\n", l["name"].get<std::string>(),
+    std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9.4f}{}\n", l["name"].get<std::string>(),
                              fmt::format("{}x{}", l["shape"][0].get<int64_t>(), l["shape"][1].get<int64_t>()),
-                             l["dtype"].get<std::string>(), l["sparsity"].get<double>());
+                             l["dtype"].get<std::string>(), l["sparsity"].get<double>(),
+                             l.contains("router") ? "  router (in no total)" : "");
 }
 
 int run_inspect(const InspectArgs& a) {

@@ -42,6 +42,8 @@ struct Placement {
   bool inputs_only = false;
   /// With an observer: a mixture of experts shows every token to every expert (MoeObservation::all_experts).
   bool all_experts = false;
+  /// With an observer: a mixture of experts shows its router its input too (MoeObservation::router).
+  bool show_router = false;
   /// When set, a mixture of experts shows it each expert's outputs on its routed tokens (MoeObservation::outputs).
   const ExpertObserver* expert_outputs = nullptr;
   int64_t sequence_length(int64_t T) const { return length > 0 ? length : past + T; }

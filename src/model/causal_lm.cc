@@ -169,10 +169,11 @@ at::Tensor CausalLM::block_forward(int64_t i, const at::Tensor& hidden, const Li
 }
 
 void CausalLM::observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer, ExpertInputs experts,
-                             const ExpertObserver* outputs) const {
+                             const ExpertObserver* outputs, bool router) const {
   Placement at;
   at.inputs_only = true;
   at.all_experts = experts == ExpertInputs::all;
+  at.show_router = router;
   at.expert_outputs = outputs;
   run_block(i, hidden, &observer, at);
 }

@@ -195,7 +195,7 @@ class Llama final : public Architecture {
       MoeIo io{[&](const std::string& name) { return w(p + name + ".weight"); }, nullptr,
                [&](at::Tensor g) { return activation_(std::move(g)); }};
       if (observer != nullptr) io.observe = *observer;
-      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only, at.expert_outputs});
+      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only, at.expert_outputs, at.show_router});
       if (at.inputs_only) return {};
     } else {
       at::Tensor m;

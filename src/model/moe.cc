@@ -112,6 +112,7 @@ at::Tensor moe_forward(const MoeConfig& c, const MoeNames& names, const MoeIo& i
   const bool inputs_only = observation.inputs_only && !outputs;
   const bool has_shared = c.shared_expert_intermediate_size > 0;
   // Every linear that reads h is shown it in one run of calls, so that they share one statistic.
+  if (observation.router) show(io, names.router(), h);
   if (has_shared) {
     show(io, names.shared("gate_proj"), h);
     show(io, names.shared("up_proj"), h);

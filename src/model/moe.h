@@ -66,6 +66,9 @@ struct MoeObservation {
   /// When set, sees each expert's output on the tokens routed to it with their routing probabilities (REAP's
   /// saliency, docs/moe.md).
   const ExpertObserver* outputs = nullptr;
+  /// Shows the router (a linear of a row per expert) its input, every token, before the experts': a recipe rule
+  /// prunes it (docs/moe.md). Otherwise it is not among the observed linears.
+  bool router = false;
 };
 
 /// The mixture on h [batch, seq, hidden] -> [batch, seq, hidden] (undefined when inputs_only). Its experts are the

@@ -65,6 +65,13 @@ int64_t CausalLM::num_experts(int64_t block) const {
   return t ? static_cast<int64_t>(t->experts.size()) : 0;
 }
 
+std::string CausalLM::router_name(int64_t block) const {
+  const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
+  if (!t) return "";
+  const std::string suffix = ".weight";  // the weight's name, as ExpertTensors holds it
+  return t->router.substr(0, t->router.size() - suffix.size());
+}
+
 KeptExperts CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& kept) {
   const auto t = state_->arch->expert_tensors(block, shapes_of(*this));
   ALPS_CHECK(t.has_value(), "block ", block, " has no mixture of experts");

@@ -58,11 +58,11 @@ BlockStats Activations::observe(int64_t b) {
     update_seconds += seconds_since(u0);
   };
   each_batch([&](int64_t i, int64_t n) {
-    m_.observe_block(b, to_device(x_.slice(0, i, i + n)), observer, plan_.expert_inputs);
+    m_.observe_block(b, to_device(x_.slice(0, i, i + n)), observer, plan_.expert_inputs, nullptr, plan_.prunes_routers);
     stats.end_forward();
   });
   // The forward showed every linear's input (an expert's that no token chose: empty).
-  for (const auto& linear : m_.linear_names(b)) (void)stats.at(linear);
+  for (const auto& linear : plan_.linears(m_, b)) (void)stats.at(linear);
   release_host_buffer_cache();  // the solves allocate other sizes: the pass's activations go back now
   synchronize(plan_.device);    // on a GPU the phase ends when its queued work does
   spdlog::debug("statistics of block {}/{}: {:.3f} s, of which the statistics' updates {:.3f} s", b + 1,

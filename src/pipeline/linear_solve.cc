@@ -145,10 +145,10 @@ Outcome solve_linear(int64_t b, const LayerJob& job, const std::string& linear, 
 }
 
 std::vector<Outcome> solve_block(int64_t b, const Schedule& s, const std::vector<LayerJob>& jobs,
-                                 const std::vector<LayerStats*>& inputs, const model::CausalLM& m,
-                                 const SplitOf& split_of, const SolveSettings& settings, Phases& phases) {
+                                 const std::vector<std::string>& linears, const std::vector<LayerStats*>& inputs,
+                                 const model::CausalLM& m, const SplitOf& split_of, const SolveSettings& settings,
+                                 Phases& phases) {
   const auto phase = phases.enter("solve", fmt::format("solving block {}/{}", b + 1, settings.blocks_total));
-  const std::vector<std::string> linears = m.linear_names(b);
   std::vector<Outcome> outcomes(jobs.size());
   for (size_t li = 0; li < jobs.size(); ++li) outcomes[li] = {jobs[li].weight, linears[li], {}, {}};
   std::atomic<bool> failed{false};

@@ -59,7 +59,7 @@ json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t wind
   int64_t max_in = 0, max_weight = 0;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     int64_t weights_b = 0, stats_b = 0;
-    for (const auto& linear : m.linear_names(b)) {
+    for (const auto& linear : plan.linears(m, b)) {
       const auto w = m.tensor(m.weight_name(b, linear));
       weights_b += w.numel() * act;
       if (plan.needs_calibration) stats_b += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);

@@ -30,11 +30,26 @@ c10::ScalarType automatic_dtype(const model::CausalLM& m, const c10::Device& dev
   return device.is_cuda() && (stored == c10::kHalf || stored == c10::kBFloat16) ? stored : c10::kFloat;
 }
 
+// Every linear a recipe rule may name: the blocks' linears and the mixtures' routers.
 std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
   std::vector<std::string> names;
-  for (int64_t b = 0; b < m.num_blocks(); ++b)
+  for (int64_t b = 0; b < m.num_blocks(); ++b) {
     for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
+    if (!m.router_name(b).empty()) names.push_back(strip_weight(m.weight_name(b, m.router_name(b))));
+  }
   return names;
+}
+
+// A router is pruned only where a rule selects it and no other linear of its block: "*.mlp.gate" names the routers,
+// "*" or "*.mlp.*" (which match them too) mean the experts and MLPs, and a rule that skips names nothing to prune.
+bool names_router(const model::CausalLM& m, const Recipe& r, int64_t b) {
+  const std::string router = strip_weight(m.weight_name(b, m.router_name(b)));
+  std::vector<std::string> others;
+  for (const auto& linear : m.linear_names(b)) others.push_back(strip_weight(m.weight_name(b, linear)));
+  return std::any_of(r.overrides.begin(), r.overrides.end(), [&](const LayerRule& o) {
+    return !o.skip.value_or(false) && glob_match(o.match, router) &&
+           std::none_of(others.begin(), others.end(), [&](const std::string& n) { return glob_match(o.match, n); });
+  });
 }
 
 }  // namespace
@@ -78,14 +93,30 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
     needs_calibration = true;
   }
   plan_unit_steps(m, r);
+  for (int64_t b = 0; b < m.num_blocks() && !prunes_routers; ++b)
+    prunes_routers = !m.router_name(b).empty() && names_router(m, r, b);
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     std::vector<LayerJob> jobs;
-    for (const auto& linear : m.linear_names(b)) {
-      jobs.push_back(make_job(m, r, m.weight_name(b, linear), linear));
+    for (const auto& linear : linears(m, b)) {
+      const std::string weight = m.weight_name(b, linear);
+      if (linear == m.router_name(b) && !names_router(m, r, b)) {  // no rule of this block names it: dense
+        LayerJob& dense = jobs.emplace_back();
+        dense.weight = weight;
+        dense.name = strip_weight(weight);
+        dense.skip = true;
+      } else {
+        jobs.push_back(make_job(m, r, weight, linear));
+      }
       needs_calibration = needs_calibration || jobs.back().needs_statistics();
     }
     blocks_.push_back(std::move(jobs));
   }
+}
+
+std::vector<std::string> RunPlan::linears(const model::CausalLM& m, int64_t b) const {
+  std::vector<std::string> names = m.linear_names(b);
+  if (prunes_routers && !m.router_name(b).empty()) names.push_back(m.router_name(b));
+  return names;
 }
 
 namespace {

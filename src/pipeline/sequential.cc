@@ -145,11 +145,12 @@ class PruneRun {
       BlockStats stats = read ? activations_.observe(b) : BlockStats(plan_.stats_device, plan_.stats_dtype);
       std::vector<std::string> reshaped = remove_units(b, plan_, m_, stats, exchange_, state_.phases, state_.units);
       if (!experts.router.empty()) reshaped.push_back(experts.router);  // with the kept experts' rows
-      const std::vector<LayerStats*> inputs = stats.inputs(m_.linear_names(b));
+      const std::vector<std::string> linears = plan_.linears(m_, b);
+      const std::vector<LayerStats*> inputs = stats.inputs(linears);
       const Schedule schedule = schedule_block(block_work(jobs, m_, inputs), world_);
       exchange_.reduce(schedule, inputs, block);
       std::vector<Outcome> outcomes = solve_block(
-          b, schedule, jobs, inputs, m_,
+          b, schedule, jobs, linears, inputs, m_,
           [&](size_t li, int64_t rows, const std::string& what) { return exchange_.split(schedule, li, rows, what); },
           settings_, state_.phases);
       stats.clear();

@@ -1,7 +1,7 @@
 // `alps prune` inside the experts of a mixture (docs/moe.md): each expert's statistics are those of the tokens its
 // router sends it (or of every token with --moe-calibration all), an expert no token reached is pruned by
 // magnitude and says so, OWL pools a block's experts with its other linears, and recipes reach expert linears by
-// their names. The forwards themselves are checked
+// their names, and the routers where a rule names them alone. The forwards themselves are checked
 // against transformers' logits in causal_lm_test.cc; PruneVariants prunes, evaluates and generates with every MoE
 // fixture.
 #include <ATen/ATen.h>
@@ -245,6 +245,57 @@ TEST(PruneMoe, RecipeRulesReachExpertLinearsByName) {
   for (int b = 0; b < 2; ++b) {
     const std::string router = "model.layers." + std::to_string(b) + ".block_sparse_moe.gate.weight";
     EXPECT_TRUE(pruned.tensor(router).equal(dense.tensor(router)));
+  }
+}
+
+TEST(PruneMoe, ARuleThatNamesTheRoutersAlonePrunesThemOnEveryToken) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  const int64_t nsamples = 4, seqlen = 16, T = nsamples * seqlen;
+  // "*.mlp.*" matches the routers too, but names the experts and MLPs: only "*.mlp.gate" names the routers.
+  auto run_with = [&](const std::string& name, const std::string& overrides) {
+    const fs::path recipe = dir / (name + ".json");
+    std::ofstream(recipe) << R"({"method": "magnitude", "sparsity": 0.5, "overrides": [)" << overrides << "]}";
+    return prune(model, dir / name, nsamples, seqlen, {"--config", recipe.string()});
+  };
+  const PruneRun named =
+      run_with("named", R"({"match": "*.mlp.*", "method": "sparsegpt"}, {"match": "*.mlp.gate", "method": "wanda"})");
+  const PruneRun unnamed = run_with("unnamed", R"({"match": "*.mlp.*", "method": "sparsegpt"})");
+  ASSERT_FALSE(named.report.is_null());
+  ASSERT_FALSE(unnamed.report.is_null());
+  const auto dense = model::CausalLM::load(model);
+  const auto pruned = model::CausalLM::load(dir / "named/pruned"), kept = model::CausalLM::load(dir / "unnamed/pruned");
+  const std::string router = "model.layers.0.mlp.gate";
+  for (const std::string& r : {router, std::string("model.layers.2.mlp.gate")}) {
+    EXPECT_TRUE(kept.tensor(r + ".weight").equal(dense.tensor(r + ".weight"))) << r;
+    for (const json& layer : unnamed.report.at("layers")) EXPECT_NE(layer.at("name"), r);
+  }
+
+  // The router reads every token's MLP input: its statistic is their Gram.
+  const at::Tensor h = mlp_inputs(dense, test_moe::calibration_ids(model, nsamples, seqlen));
+  const prune::LayerProblem p = prune::load_problem(named.problems / (router + ".safetensors"));
+  EXPECT_EQ(p.tokens, T);
+  const double xmax2 = h.pow(2).sum(-1).max().item<double>();
+  EXPECT_ALL_CLOSE(p.G.to(at::kDouble), at::matmul(h.t(), h),
+                   test::rounding_bound(T + 2 * dense.config().hidden_size, T * xmax2), 0);
+  for (const json& layer : named.report.at("layers"))
+    if (layer.at("name") == router) {
+      EXPECT_EQ(layer.at("method"), "wanda");
+      EXPECT_EQ(layer.at("tokens"), T);
+    }
+  // Wanda's choice on it: in each row the half of |W_ij| ||X_j|| that is largest stays, as it was. A score within
+  // the rounding of alps's fp32 sums of squares of the threshold may go either way.
+  const at::Tensor W = dense.tensor(router + ".weight").to(at::kDouble), got = pruned.tensor(router + ".weight");
+  const at::Tensor score = W.abs() * h.pow(2).sum(0).sqrt().unsqueeze(0);
+  const int64_t keep = W.size(1) / 2;
+  for (int64_t i = 0; i < W.size(0); ++i) {
+    const at::Tensor sorted = std::get<0>(score[i].sort(/*dim=*/0, /*descending=*/true));
+    const double threshold = 0.5 * (sorted[keep - 1].item<double>() + sorted[keep].item<double>());
+    const at::Tensor near = (score[i] - threshold).abs().lt(test::rounding_bound(T, threshold));
+    const at::Tensor want = score[i].gt(threshold), stays = got[i].ne(0);
+    EXPECT_TRUE(want.eq(stays).logical_or(near).all().item<bool>()) << "row " << i;
+    EXPECT_EQ(stays.sum().item<int64_t>(), keep) << "row " << i;
+    EXPECT_TRUE(got[i].to(at::kDouble).masked_select(stays).equal(W[i].masked_select(stays))) << "row " << i;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -164,6 +165,14 @@ TEST_P(PruneVariants, PruneKeepsBiasesAndThePrunedModelEvaluatesAndGenerates) {
   EXPECT_EQ(info["block_features"].empty(), GetParam() == "qwen2_linear" || GetParam() == "mistral_swa")
       << info["block_features"];
   EXPECT_EQ(info.contains("experts"), c.moe.has_value());
+  // A mixture's routers are listed, dense as no rule named them, and count in no total (linear_sparsity above).
+  int64_t routers = 0;
+  for (const json& l : info["linears"])
+    if (l.contains("router")) {
+      EXPECT_EQ(l["zeros"], 0) << l;
+      ++routers;
+    }
+  EXPECT_EQ(routers, c.moe ? std::count(c.moe->layers.begin(), c.moe->layers.end(), true) : 0);
 
   const auto g = test::run_cli({"generate", "--model", out.string(), "--prompt", "Once upon a time", "--max-tokens",
                                 "5", "--device", "cpu", "--json"});

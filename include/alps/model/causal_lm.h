@@ -130,9 +130,11 @@ class CausalLM {
   at::Tensor block_forward(int64_t i, const at::Tensor& hidden, const LinearObserver* observer = nullptr) const;
   /// Block i's forward for its linears' inputs only: `observer` sees each of them as in block_forward, and the
   /// block's output, which needs the last linear's product and is not wanted here, is not computed.
-  /// `outputs`, when set, sees a mixture block's experts' outputs (the down projections then run).
+  /// `outputs`, when set, sees a mixture block's experts' outputs (the down projections then run); with `router`,
+  /// the observer sees a mixture block's router (router_name) too, first of the linears that read the MLP's input.
   void observe_block(int64_t i, const at::Tensor& hidden, const LinearObserver& observer,
-                     ExpertInputs experts = ExpertInputs::routed, const ExpertObserver* outputs = nullptr) const;
+                     ExpertInputs experts = ExpertInputs::routed, const ExpertObserver* outputs = nullptr,
+                     bool router = false) const;
   /// Final norm / projection and lm_head: hidden -> logits [batch, seq, vocab] in fp32.
   at::Tensor head(const at::Tensor& hidden) const;
   /// embed and every block: the final hidden states [batch, seq, hidden]. With a cache, ids continue its
@@ -161,6 +163,9 @@ class CausalLM {
                                       const at::Tensor& consumer_weight);
   /// Experts of block i as its tensors are now (0: no mixture).
   int64_t num_experts(int64_t block) const;
+  /// Block i's router, a linear of a row per expert, within the block ("mlp.gate"); "" where the block has no
+  /// mixture. Not among linear_names: it stays dense unless a recipe rule names it.
+  std::string router_name(int64_t block) const;
   /// Keeps `kept` (ascending) of block i's experts: the router keeps their rows, the others' tensors go, and the
   /// kept ones are renumbered 0 .. kept - 1 as the output names them.
   KeptExperts keep_experts(int64_t block, const std::vector<int64_t>& kept);

@@ -68,10 +68,11 @@ SolveWork block_work(const std::vector<LayerJob>& jobs, const model::CausalLM& m
 using SplitOf = std::function<std::shared_ptr<const prune::RowSplit>(size_t li, int64_t rows, const std::string& what)>;
 
 /// The linears this rank solves in block b, as the schedule lists them, concurrently where it has several lists;
-/// after a failure the other lists start no further linear. Every outcome names its linear; the others' reports
-/// come from the exchange.
+/// after a failure the other lists start no further linear. Every outcome names its linear (`linears[li]`, within
+/// the block, beside `jobs[li]`); the others' reports come from the exchange.
 std::vector<Outcome> solve_block(int64_t b, const Schedule& s, const std::vector<LayerJob>& jobs,
-                                 const std::vector<LayerStats*>& inputs, const model::CausalLM& m,
-                                 const SplitOf& split_of, const SolveSettings& settings, Phases& phases);
+                                 const std::vector<std::string>& linears, const std::vector<LayerStats*>& inputs,
+                                 const model::CausalLM& m, const SplitOf& split_of, const SolveSettings& settings,
+                                 Phases& phases);
 
 }  // namespace alps::pipeline

@@ -72,6 +72,9 @@ class RunPlan {
 
   const std::vector<LayerJob>& block(int64_t b) const { return blocks_.at(static_cast<size_t>(b)); }
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  /// Block b's linears as its jobs list them, within the block: the model's (CausalLM::linear_names, as its tensors
+  /// are now), then its router where prunes_routers.
+  std::vector<std::string> linears(const model::CausalLM& m, int64_t b) const;
 
   c10::Device device{c10::kCPU};           ///< --device, resolved
   c10::ScalarType dtype = c10::kFloat;      ///< of the forward passes
@@ -89,6 +92,9 @@ class RunPlan {
   SplitRule split_rule = SplitRule::kOff;
   /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
   bool needs_calibration = false;
+  /// Whether a recipe rule names the routers of a mixture: every mixture block then has a job for its router (a
+  /// skipped one where no rule names it) after its other linears, and the forwards show the router its input.
+  bool prunes_routers = false;
   /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).
   std::optional<prune::OwlOptions> owl;
   /// --remove-experts, --remove-heads, then --remove-neurons, as each block takes them before its unstructured solves;
