@@ -19,6 +19,7 @@
 #include "alps/io/safetensors.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/calibration.h"
+#include "alps/prune/method.h"
 #include "alps/prune/problem.h"
 #include "alps/tokenizer/tokenizer.h"
 #include "checkpoint_names.h"
@@ -223,6 +224,34 @@ TEST(PruneVariantsFused, RecipeRulesNmAndOwlApplyToFusedProjections) {
   }
   // OWL gives the two blocks different sparsities (uniform would give both 0.6).
   EXPECT_GT(std::abs(block_sparsity[0] - block_sparsity[1]), 0.05) << block_sparsity[0] << " " << block_sparsity[1];
+}
+
+// Every method prunes Phi-3's fused projections as stored: one linear each, whose every row (q, k and v rows alike;
+// gate and up rows alike) keeps 2 of every 4 inputs, written back fused under the input's names and shapes.
+TEST(PruneVariantsFused, EveryMethodPrunesTheFusedProjectionsAsStored) {
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("phi3_longrope", dir.path());
+  const io::SafetensorsFile input(model / "model.safetensors");
+  for (const std::string& method : prune::method_names()) {
+    const fs::path out = dir / method;
+    const auto r =
+        test::run_cli({"prune", "--model", model.string(), "--method", method, "--pattern", "2:4", "--calib", calib(),
+                       "--nsamples", "4", "--seqlen", "32", "--out", out.string(), "--device", "cpu", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << method << "\n" << r.err;
+    const io::SafetensorsFile written(out / "model.safetensors");
+    ASSERT_EQ(written.entries().size(), input.entries().size()) << method;
+    int64_t fused = 0;
+    for (const auto& e : input.entries()) {
+      const at::Tensor W = written.tensor(e.name);
+      EXPECT_EQ(W.sizes(), input.tensor(e.name).sizes()) << method << " " << e.name;
+      if (e.name.find("qkv_proj.weight") == std::string::npos &&
+          e.name.find("gate_up_proj.weight") == std::string::npos)
+        continue;
+      EXPECT_TRUE(W.view({W.size(0), -1, 4}).ne(0).sum(-1).eq(2).all().item<bool>()) << method << " " << e.name;
+      ++fused;
+    }
+    EXPECT_EQ(fused, 2 * 2) << method;  // qkv_proj and gate_up_proj of both blocks
+  }
 }
 
 }  // namespace
