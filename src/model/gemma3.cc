@@ -65,6 +65,7 @@ void read_gemma3_multimodal_config(const ConfigReader& r, ModelConfig& c) {
   read_gemma3_config(text, c);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", c.tie_word_embeddings);
   c.language_model_prefix = "language_model.";
+  c.config_section = "text_config";
   c.bos_token_id = read_token_id(text, "bos_token_id");
   c.eos_token_id = read_token_id(text, "eos_token_id");
 }

@@ -167,7 +167,8 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
     }
     if (name == "config.json" && !config_fields.empty()) {
       auto config = nlohmann::ordered_json::parse(io::read_text_file(entry.path()));
-      for (const auto& [key, value] : config_fields.items()) config[key] = value;
+      // Merged, not replaced: a multimodal config's smaller counts go inside its text_config beside the rest.
+      config.merge_patch(nlohmann::ordered_json::parse(config_fields.dump()));
       std::ofstream out(dir / name, std::ios::trunc);
       out << config.dump(2) << "\n";
       ALPS_CHECK(out.good(), "cannot write ", (dir / name).string());

@@ -59,8 +59,9 @@ StoredWeights read_weights(const std::filesystem::path& dir);
 
 /// Writes `w` into the existing directory `dir` (in input order, split into model-0000i-of-0000n.safetensors
 /// shards plus an index above `max_shard_bytes`) with the files of `source` that are not weights (config,
-/// generation config, tokenizer); `config_fields` replace those of config.json (a structured run's smaller sizes),
-/// its other fields kept in their order. Returns the names of the files written.
+/// generation config, tokenizer); `config_fields` are merged into config.json (a structured run's smaller sizes; a
+/// nested object such as text_config merged key by key), its other fields kept in their order. Returns the names of
+/// the files written.
 std::vector<std::string> write_weights(const std::filesystem::path& source, const std::filesystem::path& dir,
                                        const StoredWeights& w, int64_t max_shard_bytes,
                                        const nlohmann::json& config_fields = nlohmann::json::object());

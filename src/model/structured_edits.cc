@@ -113,6 +113,11 @@ KeptExperts CausalLM::keep_experts(int64_t block, const std::vector<int64_t>& ke
   return changed;
 }
 
-nlohmann::json CausalLM::config_of_shapes() const { return state_->arch->config_of_shapes(shapes_of(*this)); }
+nlohmann::json CausalLM::config_of_shapes() const {
+  nlohmann::json fields = state_->arch->config_of_shapes(shapes_of(*this));
+  const std::string& section = state_->config.config_section;
+  if (fields.empty() || section.empty()) return fields;
+  return {{section, fields}};
+}
 
 }  // namespace alps::model

@@ -224,6 +224,43 @@ TEST(PruneStructuredRun, AMixtureLosesTheSameShareOfEachExpertsNeuronsAndItsShar
             static_cast<int64_t>(fs::file_size(model / "model.safetensors")));
 }
 
+TEST(PruneStructuredRun, AMultimodalGemma3ShrinksItsTextConfigAndCarriesTheRest) {
+  // The smaller count goes where the checkpoint states it (text_config), not beside it at the top level, where
+  // transformers would not read it and would refuse the smaller tensors.
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("gemma3_multimodal", dir.path());
+  const auto r =
+      test::run_cli(args_for(model, dir / "out", {"--structured-method", "score", "--remove-neurons", "0.25"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json in = json::parse(io::read_text_file(model / "config.json"));
+  const json out = json::parse(io::read_text_file(dir / "out/config.json"));
+  EXPECT_EQ(out.at("text_config").at("intermediate_size"), 36);  // 48 less a quarter
+  in["text_config"]["intermediate_size"] = 36;
+  EXPECT_EQ(out, in);  // nothing else changed, nothing added at the top level
+  // The vision tower and projector are carried as they were; the text model computes the dense one with the removed
+  // neurons' down columns zeroed (score keeps the kept columns as they were).
+  const io::SafetensorsFile a(model / "model.safetensors"), b(dir / "out/model.safetensors");
+  int64_t carried = 0;
+  for (const auto& e : a.entries())
+    if (e.name.find("language_model.") == std::string::npos) {
+      EXPECT_TRUE(at::equal(a.tensor(e.name), b.tensor(e.name))) << e.name;
+      ++carried;
+    }
+  EXPECT_GT(carried, 0);
+  model::CausalLM dense = model::CausalLM::load(model);
+  const json structured = structured_of(r);
+  for (int64_t blk = 0; blk < dense.num_blocks(); ++blk) {
+    const std::string down = dense.weight_name(blk, "mlp.down_proj");
+    dense.set_tensor(down, zero_removed(dense.tensor(down), kept_units(structured, blk, "neurons"), 1));
+  }
+  const model::CausalLM pruned = model::CausalLM::load(dir / "out");
+  EXPECT_EQ(pruned.config().intermediate_size, 36);
+  at::manual_seed(0);
+  const at::Tensor ids = at::randint(dense.config().vocab_size, {2, 24}, at::kLong);
+  const at::Tensor expected = dense.forward(ids), got = pruned.forward(ids);
+  EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>());
+}
+
 TEST(PruneStructuredRun, AnExpertNoTokenReachedKeepsItsLargestColumnsUnchanged) {
   // 16 tokens, 2 of 6 experts each: in block 2 some experts receive none (as in PruneMoe's unreached-expert test).
   test::TempDir dir;

@@ -170,8 +170,9 @@ class CausalLM {
   /// kept ones are renumbered 0 .. kept - 1 as the output names them.
   KeptExperts keep_experts(int64_t block, const std::vector<int64_t>& kept);
   /// The config.json fields that the stored tensors' shapes give where they differ from config.json (a structured
-  /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim, num_experts); empty when none does.
-  /// Throws if the blocks disagree, which no standard config can state.
+  /// run's intermediate_size, num_attention_heads, num_key_value_heads, head_dim, num_experts), under
+  /// ModelConfig::config_section where the checkpoint nests them; empty when none does. Throws if the blocks disagree,
+  /// which no standard config can state.
   nlohmann::json config_of_shapes() const;
 
   /// Number of stored parameters (tied weights counted once).

@@ -103,6 +103,9 @@ struct ModelConfig {
   /// causal LM's own checkpoint. Every tensor outside it (a vision tower, a projector) is carried to the output as
   /// it is.
   std::string language_model_prefix;
+  /// Where config.json holds the language model's fields in such a checkpoint ("text_config" in Gemma 3's); empty:
+  /// at its top level. A structured run's smaller counts are written there.
+  std::string config_section;
   bool attention_bias = false;  ///< bias on q, k, v and o projections (LLaMA's attention_bias)
   bool qkv_bias = false;        ///< bias on q, k and v only (Qwen2)
   bool mlp_bias = false;
