@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=python3 alps=$root/build/apps/alps/alps
 only="qwen2_linear mistral_swa qwen3_qknorm olmo2_post gemma2_softcap gemma3_local_global gemma3_multimodal
-phi3_longrope qwen3_moe_routed qwen2_moe_shared mixtral_top2 olmoe_clip"
+phi3_longrope phi3_swa qwen3_moe_routed qwen2_moe_shared mixtral_top2 olmoe_clip"
 flags=(--method alps --sparsity 0.5)
 while (($#)); do
   case $1 in

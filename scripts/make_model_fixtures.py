@@ -184,6 +184,12 @@ def main():
         rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
                          "short_factor": [1.0, 1.3, 2.1, 3.7], "long_factor": [1.1, 2.5, 5.0, 9.0]})),
                   512, 24, seed=14, short_seq=12)
+    # Phi-3 with its sliding window (Phi-3-mini-4k's config holds 2047): 6 keys per query, so the 20-token sequence
+    # sees it bind and the 6-token one does not; default RoPE on the whole head.
+    write_fixture("phi3_swa", Phi3ForCausalLM(Phi3Config(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+        max_position_embeddings=64, rms_norm_eps=1e-5, vocab_size=512, bos_token_id=1, eos_token_id=2,
+        pad_token_id=0, sliding_window=6)), 512, 20, seed=21, short_seq=6)
 
     # Mixtures of experts (the experts are saved one 2D tensor each, as the published checkpoints hold them).
     # Qwen3-MoE: 6 experts, 2 per token renormalised, layer 1 a dense MLP (mlp_only_layers), QK-norm per head,

@@ -324,9 +324,9 @@ TEST(CausalLM, PackedSequencesRefuseATokenHiddenFromItself) {
 
 TEST(CausalLM, GoldenLogits_CUDA) {
   // Gemma 2's soft-capped attention takes batched steps where the others take the fused kernel.
-  for (const char* name :
-       {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap", "gemma3_local_global",
-        "gemma3_multimodal", "phi3_longrope", "qwen3_moe_routed", "qwen2_moe_shared", "mixtral_top2", "olmoe_clip"}) {
+  for (const char* name : {"opt_pre", "llama_gqa", "qwen3_qknorm", "olmo2_post", "gemma2_softcap",
+                           "gemma3_local_global", "gemma3_multimodal", "phi3_longrope", "phi3_swa", "qwen3_moe_routed",
+                           "qwen2_moe_shared", "mixtral_top2", "olmoe_clip"}) {
     CausalLM m = CausalLM::load(fixture(name));
     io::SafetensorsFile golden(fixture(std::string(name) + ".golden.safetensors"));
     m.set_compute(c10::Device(c10::kCUDA, 0), at::kFloat);

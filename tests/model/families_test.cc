@@ -140,6 +140,7 @@ TEST(Families, EachFeatureOfTheFixturesShapesTheirLogits) {
        [](json& j) {
          j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
        }},
+      {"phi3_swa", [](json& j) { j["sliding_window"] = nullptr; }},
       {"phi3_longrope",
        [](json& j) {
          j["rope_parameters"]["partial_rotary_factor"] = 0.25;
