@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alps/io/safetensors.h"
@@ -41,6 +42,14 @@ std::vector<int64_t> kept_units(const json& structured, int64_t b, const std::st
     if (s.at("block") == b && s.at("structure") == structure) return s.at("kept_units").get<std::vector<int64_t>>();
   ADD_FAILURE() << "no " << structure << " step for block " << b;
   return {};
+}
+
+// `--structured-method score --remove-neurons 0.25` on a fixture into dir/out: the run, and the copy of the fixture
+// it read (with stories260K's tokenizer).
+std::pair<test::CliResult, fs::path> score_a_quarter_of_the_neurons(const std::string& fixture, const fs::path& dir) {
+  const fs::path model = test_prune::fixture_with_tokenizer(fixture, dir);
+  return {test::run_cli(args_for(model, dir / "out", {"--structured-method", "score", "--remove-neurons", "0.25"})),
+          model};
 }
 
 // Columns of an [out, units * width] weight not in `kept`, zeroed.
@@ -177,9 +186,7 @@ TEST(PruneStructuredRun, AMixtureLosesTheSameShareOfEachExpertsNeuronsAndItsShar
   // Qwen2-MoE: block 0 holds a dense MLP of 48 neurons, block 1 a mixture of 4 experts of 24 and a shared expert of
   // 40. A quarter of each: 18 of 24 rounds to 16 (a multiple of 8 for transformers' grouped expert products).
   test::TempDir dir;
-  const fs::path model = test_prune::fixture_with_tokenizer("qwen2_moe_shared", dir.path());
-  const auto r =
-      test::run_cli(args_for(model, dir / "out", {"--structured-method", "score", "--remove-neurons", "0.25"}));
+  const auto [r, model] = score_a_quarter_of_the_neurons("qwen2_moe_shared", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("16 stay, not 18: a multiple of 8"), std::string::npos) << r.err;
   const json config = json::parse(io::read_text_file(dir / "out/config.json"));
@@ -228,9 +235,7 @@ TEST(PruneStructuredRun, AMultimodalGemma3ShrinksItsTextConfigAndCarriesTheRest)
   // The smaller count goes where the checkpoint states it (text_config), not beside it at the top level, where
   // transformers would not read it and would refuse the smaller tensors.
   test::TempDir dir;
-  const fs::path model = test_prune::fixture_with_tokenizer("gemma3_multimodal", dir.path());
-  const auto r =
-      test::run_cli(args_for(model, dir / "out", {"--structured-method", "score", "--remove-neurons", "0.25"}));
+  const auto [r, model] = score_a_quarter_of_the_neurons("gemma3_multimodal", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json in = json::parse(io::read_text_file(model / "config.json"));
   const json out = json::parse(io::read_text_file(dir / "out/config.json"));
