@@ -26,6 +26,7 @@ while (($#)); do
 done
 tok=$root/tests/data/real/models/stories260K-hf
 calib=$root/tests/data/real/text/tinystories/tinystories.train.first200.txt
+text=$root/tests/data/real/text/tinystories/tinystories.valid.txt  # scored by both: 8 windows of 64 tokens
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -39,10 +40,10 @@ for f in $only; do
     echo "$f: alps prune failed"; sed 's/^/  /' "$work/$f.prune.log" | tail -5; failed=1; continue
   fi
   if out=$("$python" "$root/scripts/check_hf_load.py" "$work/$f-out" --source "$work/$f" --alps "$alps" \
-      --seqlen 64 --windows 8 --tokenizer "$tok" 2>&1); then
+      --text "$text" --seqlen 64 --windows 8 --tokenizer "$tok" 2>&1); then
     echo "$f: ok; $(grep -E '^windows|^--source' <<<"$out" | tr '\n' ' ')"
   else
-    echo "$f: FAILED"; grep -E 'FAILED|^windows|Error' <<<"$out" | sed 's/^/  /'; failed=1
+    echo "$f: FAILED"; { grep -E 'FAILED|^windows|Error' <<<"$out" || tail -3 <<<"$out"; } | sed 's/^/  /'; failed=1
   fi
 done
 exit $failed

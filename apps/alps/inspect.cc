@@ -89,8 +89,9 @@ ReportBeside report_beside(const std::filesystem::path& dir, int64_t blocks) {
 }
 
 // The zeros of every prunable linear and every block, as --json lists them; a block's target beside it where a
-// sparsity profile set one. A mixture's router is listed after its block's linears ("router": true) but counts in no
-// total: it stays dense unless a recipe rule names it, so the totals are those of what --sparsity prunes.
+// sparsity profile set one. A mixture's router is listed after its block's linears ("router": true) and counts in the
+// totals only once pruned: it stays dense unless a recipe rule names it, and the totals are those of what the run
+// pruned, as its summary counts them.
 struct SparsityCount {
   nlohmann::json linears = nlohmann::json::array(), blocks = nlohmann::json::array();
   int64_t params = 0, zeros = 0;
@@ -100,15 +101,16 @@ SparsityCount count_zeros(const model::CausalLM& m, const std::vector<double>& t
   SparsityCount out;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     int64_t block_params = 0, block_zeros = 0;
-    std::vector<std::string> names = m.linear_names(b);  // and a mixture's router, which a recipe rule may prune
-    if (!m.router_name(b).empty()) names.push_back(m.router_name(b));
+    const std::string router_name = m.router_name(b);
+    std::vector<std::string> names = m.linear_names(b);
+    if (!router_name.empty()) names.push_back(router_name);
     for (const std::string& l : names) {
       const std::string name = m.weight_name(b, l);
       const at::Tensor w = m.tensor(name);
       const int64_t zeros = w.numel() - w.count_nonzero().item<int64_t>();
-      const bool router = l == m.router_name(b);
-      block_params += router ? 0 : w.numel();
-      block_zeros += router ? 0 : zeros;
+      const bool router = l == router_name, counted = !router || zeros > 0;
+      block_params += counted ? w.numel() : 0;
+      block_zeros += counted ? zeros : 0;
       out.linears.push_back({{"name", name},
                              {"shape", {w.size(0), w.size(1)}},
                              {"dtype", dtype_name(w.scalar_type())},
@@ -206,7 +208,7 @@ void print_inspect(const nlohmann::json& doc, const model::ModelConfig& c, const
     std::cout << fmt::format("{:<48} {:>14} {:>6} {:>9.4f}{}\n", l["name"].get<std::string>(),
                              fmt::format("{}x{}", l["shape"][0].get<int64_t>(), l["shape"][1].get<int64_t>()),
                              l["dtype"].get<std::string>(), l["sparsity"].get<double>(),
-                             l.contains("router") ? "  router (in no total)" : "");
+                             l.contains("router") ? "  router" : "");
 }
 
 int run_inspect(const InspectArgs& a) {

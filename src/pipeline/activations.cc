@@ -58,7 +58,8 @@ BlockStats Activations::observe(int64_t b) {
     update_seconds += seconds_since(u0);
   };
   each_batch([&](int64_t i, int64_t n) {
-    m_.observe_block(b, to_device(x_.slice(0, i, i + n)), observer, plan_.expert_inputs, nullptr, plan_.prunes_routers);
+    m_.observe_block(b, to_device(x_.slice(0, i, i + n)), observer, plan_.expert_inputs, nullptr,
+                     plan_.prunes_router(b));
     stats.end_forward();
   });
   // The forward showed every linear's input (an expert's that no token chose: empty).

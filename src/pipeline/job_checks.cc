@@ -121,7 +121,7 @@ ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const St
     spdlog::warn("calibration source '{}' cannot be found any more; resuming from the saved block inputs",
                  job.recipe.calib);
   }
-  json now = resume_key(job.recipe, job.model_dir, calibration);
+  json now = resume_key(job.recipe, job.model_dir, calibration, plan.pruned_routers);
   if (calibration.empty() && plan.needs_calibration) now["calibration"] = s.key.value("calibration", json());
   const auto diffs = resume_key_differences(s.key, now);
   if (!diffs.empty()) {
@@ -134,7 +134,8 @@ ResumeState load_resume_state(const PruneJob& job, const RunPlan& plan, const St
 }
 
 json job_key(const PruneJob& job, const RunPlan& plan) {
-  json key = resume_key(job.recipe, job.model_dir, calibration_source(job, plan), io::Hashed::kWhole);
+  json key =
+      resume_key(job.recipe, job.model_dir, calibration_source(job, plan), plan.pruned_routers, io::Hashed::kWhole);
   key["run"] = {{"alps", build_info().source_revision},
                 {"dist_split", job.recipe.dist_split},
                 {"dist_backend", job.recipe.dist_backend},

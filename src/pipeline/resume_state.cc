@@ -241,14 +241,17 @@ json without_default_options(json recipe) {
 }  // namespace
 
 json resume_key(const Recipe& recipe, const fs::path& model_dir, const fs::path& calibration,
-                io::Hashed safetensors) {
+                const std::vector<std::string>& routers, io::Hashed safetensors) {
   json r = recipe_to_json(recipe);
   for (const RecipeKnob& k : recipe_knobs())
     if (!k.affects_result) (k.calibration ? r["calibration"] : r).erase(k.key);
   r.erase("eval");  // evaluated after pruning
   json calib = {{"source", calibration.string()}};
   if (!calibration.empty()) calib["file"] = io::fingerprint_file(calibration);
-  return {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir, safetensors)}, {"calibration", calib}};
+  json key = {{"recipe", r}, {"model", io::fingerprint_checkpoint_dir(model_dir, safetensors)}, {"calibration", calib}};
+  if (!routers.empty())
+    key["routers"] = routers;  // absent when none: the keys of states that prune none stay as they were
+  return key;
 }
 
 std::vector<std::string> job_key_differences(const json& a, const json& b, const std::string& a_says,
@@ -267,6 +270,10 @@ std::vector<std::string> job_key_differences(const json& a, const json& b, const
     for (const auto& line : io::fingerprint_differences(ca.value("file", empty), cb.value("file", empty)))
       out.push_back(whose + "calibration file " + cb.value("source", std::string()) + ": " + line);
   }
+  const json ra = a.value("routers", json::array()), rb = b.value("routers", json::array());
+  if (ra != rb)
+    out.push_back(fmt::format("routers pruned by recipe rules: {} {}, {} {}", a_says, ra.empty() ? "none" : ra.dump(),
+                              b_says, rb.empty() ? "none" : rb.dump()));
   return out;
 }
 

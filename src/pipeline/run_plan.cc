@@ -30,26 +30,32 @@ c10::ScalarType automatic_dtype(const model::CausalLM& m, const c10::Device& dev
   return device.is_cuda() && (stored == c10::kHalf || stored == c10::kBFloat16) ? stored : c10::kFloat;
 }
 
-// Every linear a recipe rule may name: the blocks' linears and the mixtures' routers.
-std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
+// Full names (without ".weight") of the model's linears, or of its mixtures' routers.
+std::vector<std::string> linear_layer_names(const model::CausalLM& m, bool routers) {
   std::vector<std::string> names;
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
-    for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
-    if (!m.router_name(b).empty()) names.push_back(strip_weight(m.weight_name(b, m.router_name(b))));
+    const std::string router = m.router_name(b);
+    if (!routers)
+      for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
+    else if (!router.empty())
+      names.push_back(strip_weight(m.weight_name(b, router)));
   }
   return names;
 }
 
-// A router is pruned only where a rule selects it and no other linear of its block: "*.mlp.gate" names the routers,
-// "*" or "*.mlp.*" (which match them too) mean the experts and MLPs, and a rule that skips names nothing to prune.
-bool names_router(const model::CausalLM& m, const Recipe& r, int64_t b) {
-  const std::string router = strip_weight(m.weight_name(b, m.router_name(b)));
-  std::vector<std::string> others;
-  for (const auto& linear : m.linear_names(b)) others.push_back(strip_weight(m.weight_name(b, linear)));
-  return std::any_of(r.overrides.begin(), r.overrides.end(), [&](const LayerRule& o) {
-    return !o.skip.value_or(false) && glob_match(o.match, router) &&
-           std::none_of(others.begin(), others.end(), [&](const std::string& n) { return glob_match(o.match, n); });
-  });
+// The rules that name routers: they select some router and no other linear of the model ("*.mlp.gate"). "*",
+// "*.mlp.*" or a rule meant for dense MLPs' gate_proj ("*.mlp.gate*") match routers too but mean other linears, and
+// a router pruned by accident changes which experts every token reaches. A rule that skips names nothing to prune.
+std::vector<std::string> router_globs(const model::CausalLM& m, const Recipe& r) {
+  const std::vector<std::string> routers = linear_layer_names(m, true), others = linear_layer_names(m, false);
+  auto matches_any = [](const std::string& glob, const std::vector<std::string>& names) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return glob_match(glob, n); });
+  };
+  std::vector<std::string> globs;
+  for (const LayerRule& o : r.overrides)
+    if (!o.skip.value_or(false) && matches_any(o.match, routers) && !matches_any(o.match, others))
+      globs.push_back(o.match);
+  return globs;
 }
 
 }  // namespace
@@ -93,29 +99,37 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
     needs_calibration = true;
   }
   plan_unit_steps(m, r);
-  for (int64_t b = 0; b < m.num_blocks() && !prunes_routers; ++b)
-    prunes_routers = !m.router_name(b).empty() && names_router(m, r, b);
+  const std::vector<std::string> globs = router_globs(m, r);
   for (int64_t b = 0; b < m.num_blocks(); ++b) {
     std::vector<LayerJob> jobs;
-    for (const auto& linear : linears(m, b)) {
-      const std::string weight = m.weight_name(b, linear);
-      if (linear == m.router_name(b) && !names_router(m, r, b)) {  // no rule of this block names it: dense
-        LayerJob& dense = jobs.emplace_back();
-        dense.weight = weight;
-        dense.name = strip_weight(weight);
-        dense.skip = true;
-      } else {
-        jobs.push_back(make_job(m, r, weight, linear));
-      }
-      needs_calibration = needs_calibration || jobs.back().needs_statistics();
-    }
+    for (const auto& linear : m.linear_names(b)) jobs.push_back(make_job(m, r, m.weight_name(b, linear), linear));
+    add_router_job(m, r, b, globs, jobs);
+    for (const LayerJob& j : jobs) needs_calibration = needs_calibration || j.needs_statistics();
     blocks_.push_back(std::move(jobs));
   }
+  if (!pruned_routers.empty())
+    spdlog::info("routers pruned, as recipe rules name them (docs/moe.md): {} of {} ({}{})", pruned_routers.size(),
+                 linear_layer_names(m, true).size(), pruned_routers.front(), pruned_routers.size() > 1 ? ", ..." : "");
+}
+
+// A router gets a job only where a rule names it and leaves it something to do: its statistic (every token's Gram)
+// costs as much as an expert's, and a block without one is computed as before.
+void RunPlan::add_router_job(const model::CausalLM& m, const Recipe& r, int64_t b,
+                             const std::vector<std::string>& globs, std::vector<LayerJob>& jobs) {
+  const std::string router = m.router_name(b);
+  const std::string weight = router.empty() ? "" : m.weight_name(b, router);
+  const bool named = std::any_of(globs.begin(), globs.end(),
+                                 [&](const std::string& g) { return glob_match(g, strip_weight(weight)); });
+  LayerJob job = named ? make_job(m, r, weight, router) : LayerJob{};
+  router_job_.push_back(named && !job.skip);
+  if (!router_job_.back()) return;
+  jobs.push_back(std::move(job));
+  pruned_routers.push_back(strip_weight(weight));
 }
 
 std::vector<std::string> RunPlan::linears(const model::CausalLM& m, int64_t b) const {
   std::vector<std::string> names = m.linear_names(b);
-  if (prunes_routers && !m.router_name(b).empty()) names.push_back(m.router_name(b));
+  if (prunes_router(b)) names.push_back(m.router_name(b));
   return names;
 }
 
@@ -298,7 +312,8 @@ Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
 
 // The user meant to keep something dense or to treat it differently, and the run would silently do neither.
 void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
-  const std::vector<std::string> names = linear_layer_names(m);
+  std::vector<std::string> names = linear_layer_names(m, false);  // and the routers: a rule may name them
+  for (const std::string& router : linear_layer_names(m, true)) names.push_back(router);
   auto unmatched = [&names](const std::string& glob) {
     return std::none_of(names.begin(), names.end(), [&glob](const std::string& n) { return glob_match(glob, n); });
   };

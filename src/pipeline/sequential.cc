@@ -77,7 +77,7 @@ class PruneRun {
   template <typename BeginState>
   void start(BeginState&& begin_state) {
     const fs::path source = calibration_source(job_, plan_);
-    state_.key = resume_key(r_, job_.model_dir, source);
+    state_.key = resume_key(r_, job_.model_dir, source, plan_.pruned_routers);
     if (plan_.needs_calibration) {
       capture(source);
     } else {

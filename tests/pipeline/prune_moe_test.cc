@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "alps/io/text_files.h"
 #include "alps/model/causal_lm.h"
+#include "alps/pipeline/output_dir.h"
 #include "alps/prune/problem.h"
 #include "moe_support.h"
 #include "prune_cli_support.h"
@@ -252,24 +254,27 @@ TEST(PruneMoe, ARuleThatNamesTheRoutersAlonePrunesThemOnEveryToken) {
   test::TempDir dir;
   const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
   const int64_t nsamples = 4, seqlen = 16, T = nsamples * seqlen;
-  // "*.mlp.*" matches the routers too, but names the experts and MLPs: only "*.mlp.gate" names the routers.
+  // "*.mlp.*" matches the routers too, but names the experts and MLPs, "*.mlp.gate*" the dense MLP's gate_proj of
+  // block 1 (mlp_only_layers): only a rule that selects routers alone names them, here block 0's.
   auto run_with = [&](const std::string& name, const std::string& overrides) {
     const fs::path recipe = dir / (name + ".json");
     std::ofstream(recipe) << R"({"method": "magnitude", "sparsity": 0.5, "overrides": [)" << overrides << "]}";
     return prune(model, dir / name, nsamples, seqlen, {"--config", recipe.string()});
   };
-  const PruneRun named =
-      run_with("named", R"({"match": "*.mlp.*", "method": "sparsegpt"}, {"match": "*.mlp.gate", "method": "wanda"})");
-  const PruneRun unnamed = run_with("unnamed", R"({"match": "*.mlp.*", "method": "sparsegpt"})");
+  const PruneRun named = run_with("named", R"({"match": "*.mlp.*", "method": "sparsegpt"},
+      {"match": "model.layers.0.mlp.gate", "method": "wanda"})");
+  const PruneRun unnamed = run_with(
+      "unnamed", R"({"match": "*.mlp.*", "method": "sparsegpt"}, {"match": "*.mlp.gate*", "method": "wanda"})");
   ASSERT_FALSE(named.report.is_null());
   ASSERT_FALSE(unnamed.report.is_null());
   const auto dense = model::CausalLM::load(model);
   const auto pruned = model::CausalLM::load(dir / "named/pruned"), kept = model::CausalLM::load(dir / "unnamed/pruned");
-  const std::string router = "model.layers.0.mlp.gate";
-  for (const std::string& r : {router, std::string("model.layers.2.mlp.gate")}) {
+  const std::string router = "model.layers.0.mlp.gate", other = "model.layers.2.mlp.gate";
+  for (const std::string& r : {router, other}) {
     EXPECT_TRUE(kept.tensor(r + ".weight").equal(dense.tensor(r + ".weight"))) << r;
     for (const json& layer : unnamed.report.at("layers")) EXPECT_NE(layer.at("name"), r);
   }
+  EXPECT_TRUE(pruned.tensor(other + ".weight").equal(dense.tensor(other + ".weight")));
 
   // The router reads every token's MLP input: its statistic is their Gram.
   const at::Tensor h = mlp_inputs(dense, test_moe::calibration_ids(model, nsamples, seqlen));
@@ -278,11 +283,15 @@ TEST(PruneMoe, ARuleThatNamesTheRoutersAlonePrunesThemOnEveryToken) {
   const double xmax2 = h.pow(2).sum(-1).max().item<double>();
   EXPECT_ALL_CLOSE(p.G.to(at::kDouble), at::matmul(h.t(), h),
                    test::rounding_bound(T + 2 * dense.config().hidden_size, T * xmax2), 0);
-  for (const json& layer : named.report.at("layers"))
-    if (layer.at("name") == router) {
-      EXPECT_EQ(layer.at("method"), "wanda");
-      EXPECT_EQ(layer.at("tokens"), T);
-    }
+  int64_t jobs = 0;  // block 0's router alone: no job (and no statistic) for block 2's
+  for (const json& layer : named.report.at("layers")) {
+    EXPECT_NE(layer.at("name"), other);
+    if (layer.at("name") != router) continue;
+    EXPECT_EQ(layer.at("method"), "wanda");
+    EXPECT_EQ(layer.at("tokens"), T);
+    ++jobs;
+  }
+  EXPECT_EQ(jobs, 1);
   // Wanda's choice on it: in each row the half of |W_ij| ||X_j|| that is largest stays, as it was. A score within
   // the rounding of alps's fp32 sums of squares of the threshold may go either way.
   const at::Tensor W = dense.tensor(router + ".weight").to(at::kDouble), got = pruned.tensor(router + ".weight");
@@ -297,6 +306,31 @@ TEST(PruneMoe, ARuleThatNamesTheRoutersAlonePrunesThemOnEveryToken) {
     EXPECT_EQ(stays.sum().item<int64_t>(), keep) << "row " << i;
     EXPECT_TRUE(got[i].to(at::kDouble).masked_select(stays).equal(W[i].masked_select(stays))) << "row " << i;
   }
+}
+
+TEST(PruneMoe, AStateThatPrunedNoRouterIsNotResumedByAPlanThatPrunesThem) {
+  // Before alps pruned routers, a rule naming them changed nothing: a run stopped then must not go on pruning them
+  // in the blocks left (its state, as such a build wrote it, records no routers).
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen3_moe_routed", dir.path());
+  const fs::path recipe = dir / "recipe.json", out = dir / "out";
+  std::ofstream(recipe) << R"({"method": "sparsegpt", "sparsity": 0.5,
+      "overrides": [{"match": "*.mlp.gate", "method": "wanda"}]})";
+  const std::vector<std::string> args = {"prune",   "--model",  model.string(), "--out",         out.string(),
+                                         "--calib", calib(),    "--config",     recipe.string(), "--nsamples",
+                                         "4",       "--seqlen", "16",           "--device",      "cpu"};
+  std::vector<std::string> first = args, again = args;
+  first.insert(first.end(), {"--stop-after", "1"});
+  again.push_back("--resume");
+  ASSERT_EQ(test::run_cli(first).exit_code, 0);
+  const fs::path state = out / pipeline::kStateDir / "state.json";
+  json saved = json::parse(io::read_text_file(state));
+  EXPECT_EQ(saved.at("key").at("routers"), json({"model.layers.0.mlp.gate", "model.layers.2.mlp.gate"}));
+  saved["key"].erase("routers");
+  std::ofstream(state, std::ios::trunc) << saved.dump();
+  const auto r = test::run_cli(again);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("routers pruned by recipe rules: the interrupted run used none"), std::string::npos) << r.err;
 }
 
 }  // namespace

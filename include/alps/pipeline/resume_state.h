@@ -89,11 +89,13 @@ class StateDir {
 };
 
 /// What must be the same for a continuation to equal an uninterrupted run: the recipe's knobs that change the result
-/// (RecipeKnob::affects_result; the evaluation after pruning neither), the model files and the calibration text.
+/// (RecipeKnob::affects_result; the evaluation after pruning neither), the model files and the calibration text, and
+/// the routers the plan prunes (RunPlan::pruned_routers: the same recipe gave none before alps pruned routers).
 /// `calibration` is the resolved source, or empty when the run reads none or it cannot be found any more;
 /// `safetensors`: how the model's weight files are fingerprinted (io::Hashed).
 nlohmann::json resume_key(const Recipe& r, const std::filesystem::path& model_dir,
-                          const std::filesystem::path& calibration, io::Hashed safetensors = io::Hashed::kHeader);
+                          const std::filesystem::path& calibration, const std::vector<std::string>& routers,
+                          io::Hashed safetensors = io::Hashed::kHeader);
 
 /// One line per field in which two resume keys differ, naming it as the user gives it ("--sparsity/--pattern
 /// (recipe \"pattern\"): ...", "model file config.json: content changed", ...). Empty when they match.

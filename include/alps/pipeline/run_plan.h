@@ -73,8 +73,10 @@ class RunPlan {
   const std::vector<LayerJob>& block(int64_t b) const { return blocks_.at(static_cast<size_t>(b)); }
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   /// Block b's linears as its jobs list them, within the block: the model's (CausalLM::linear_names, as its tensors
-  /// are now), then its router where prunes_routers.
+  /// are now), then its router where prunes_router(b).
   std::vector<std::string> linears(const model::CausalLM& m, int64_t b) const;
+  /// Whether block b's router has a job (a recipe rule names it, docs/moe.md): the forwards then show it its input.
+  bool prunes_router(int64_t b) const { return router_job_.at(static_cast<size_t>(b)); }
 
   c10::Device device{c10::kCPU};           ///< --device, resolved
   c10::ScalarType dtype = c10::kFloat;      ///< of the forward passes
@@ -92,9 +94,9 @@ class RunPlan {
   SplitRule split_rule = SplitRule::kOff;
   /// Whether any job reads calibration statistics: a run of magnitude pruning alone reads no calibration text.
   bool needs_calibration = false;
-  /// Whether a recipe rule names the routers of a mixture: every mixture block then has a job for its router (a
-  /// skipped one where no rule names it) after its other linears, and the forwards show the router its input.
-  bool prunes_routers = false;
+  /// The routers that recipe rules name (full names, without ".weight"), each a job after its block's other linears;
+  /// the resume state records them.
+  std::vector<std::string> pruned_routers;
   /// --sparsity-profile owl: its constants (the run measures the dense model's blocks before pruning any).
   std::optional<prune::OwlOptions> owl;
   /// --remove-experts, --remove-heads, then --remove-neurons, as each block takes them before its unstructured solves;
@@ -109,6 +111,8 @@ class RunPlan {
   LayerJob make_job(const model::CausalLM& m, const Recipe& r, const std::string& weight, const std::string& linear);
   void plan_unit_steps(const model::CausalLM& m, const Recipe& r);
   void plan_expert_step(const model::CausalLM& m, const Recipe& r);
+  void add_router_job(const model::CausalLM& m, const Recipe& r, int64_t b, const std::vector<std::string>& globs,
+                      std::vector<LayerJob>& jobs);
 
   std::unique_ptr<prune::UnitMethod> unit_method_;
   struct ConsumerInput {
@@ -119,6 +123,7 @@ class RunPlan {
   const prune::Method& method(const std::string& name, const nlohmann::json& options);
 
   std::map<std::string, std::unique_ptr<prune::Method>> methods_;
+  std::vector<bool> router_job_;  // by block
   std::vector<std::vector<LayerJob>> blocks_;
 };
 
