@@ -207,7 +207,7 @@ std::string description(const RunReport& r, const Tally& t) {
   std::string structured;  // what the structured steps kept, before the unstructured pruning of the rest
   if (r.extra.contains("structured")) {
     const json& s = r.extra.at("structured");
-    structured = fmt::format("{} kept {}", s.value("method", "?"), kept_units_text(s, r.blocks_total));
+    structured = fmt::format("{} kept {}", s.value("method", "?"), kept_units_text(s, r.blocks_done));
     if (t.pruned == 0)
       return fmt::format("{} ({}/{} blocks); no unstructured pruning", structured, r.blocks_done, r.blocks_total);
     structured += "; then ";

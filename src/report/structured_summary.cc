@@ -7,7 +7,7 @@ namespace alps::report {
 
 using json = nlohmann::json;
 
-std::string structured_scope(const json& structured, const json& step, int64_t blocks_total) {
+std::string structured_scope(const json& structured, const json& step, int64_t blocks) {
   const bool experts = step.value("structure", "") == "experts";
   std::string where = experts ? "mixture layer" : "block";
   int64_t n = 0;
@@ -22,15 +22,14 @@ std::string structured_scope(const json& structured, const json& step, int64_t b
       ++n;
     }
   // A mixture model's dense MLPs (mlp_only_layers) are some of its blocks.
-  return where == "block" && n < blocks_total ? fmt::format("{} of {} blocks, the dense MLPs", n, blocks_total)
-                                              : "every " + where;
+  return where == "block" && n < blocks ? fmt::format("{} of {} blocks, the dense MLPs", n, blocks) : "every " + where;
 }
 
-std::string kept_units_text(const json& structured, int64_t blocks_total) {
+std::string kept_units_text(const json& structured, int64_t blocks) {
   std::string text;
   for (const json& step : structured.value("steps", json::array()))
     text += fmt::format("{}{} of {} {} in {}", text.empty() ? "" : "; ", step.value("kept", 0), step.value("units", 0),
-                        step.value("structure", ""), structured_scope(structured, step, blocks_total));
+                        step.value("structure", ""), structured_scope(structured, step, blocks));
   return text;
 }
 
@@ -54,7 +53,7 @@ std::string structured_table(const RunReport& r) {
       }
     const double mean = n > 0 ? error / n : 0.0;
     out += fmt::format("  {:<10} kept {} of {} in {} ({}{}), {}\n", step.value("structure", ""), step.value("kept", 0),
-                       step.value("units", 0), structured_scope(s, step, r.blocks_total), step.value("flag", ""),
+                       step.value("units", 0), structured_scope(s, step, r.blocks_done), step.value("flag", ""),
                        experts ? ", " + step.value("method", std::string()) : "",
                        experts ? fmt::format("removed {:.2f}% of the routed output", 100 * mean)
                                : fmt::format("mean err {:.4e}", mean));
