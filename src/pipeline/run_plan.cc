@@ -113,7 +113,7 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
 }
 
 // A router gets a job only where a rule names it and leaves it something to do: its statistic (every token's Gram)
-// costs as much as an expert's, and a block without one is computed as before.
+// costs more than an expert's (all tokens, not the routed ones), and a block without one is computed as before.
 void RunPlan::add_router_job(const model::CausalLM& m, const Recipe& r, int64_t b,
                              const std::vector<std::string>& globs, std::vector<LayerJob>& jobs) {
   const std::string router = m.router_name(b);
