@@ -309,7 +309,8 @@ TEST(Families, UnsupportedValuesNameFileAndField) {
 
 // The norms and fused projections a family's block has are the tensors it requires: a Gemma block without its
 // pre-feedforward norm, an OLMo 2 block without its key norm, a Phi-3 block without gate_up_proj is a broken
-// checkpoint named by the tensor; a fused projection whose width does not match the heads is refused by its shape.
+// checkpoint named by the tensor; a fused projection whose width does not match the heads is refused by its shape,
+// naming the config values that shape comes from.
 TEST(Families, EveryNormAndFusedProjectionOfTheBlockIsRequired) {
   test::TempDir tmp;
   for (auto [name, tensor, shape] :
@@ -339,6 +340,10 @@ TEST(Families, EveryNormAndFusedProjectionOfTheBlockIsRequired) {
   const std::string msg = test::error_message([&] { CausalLM::load(dir); });
   EXPECT_NE(msg.find("model.layers.0.self_attn.qkv_proj.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[96, 32]"), std::string::npos) << msg;
+  // The message says which of config.json's values give that shape.
+  EXPECT_NE(msg.find("from the query and key/value head counts, head_dim and hidden_size in config.json"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace
