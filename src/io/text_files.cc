@@ -3,23 +3,20 @@
 #include <zlib.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "alps/core/error.h"
 #include "alps/core/paths.h"
+#include "alps/core/strings.h"
 
 namespace alps::io {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // zlib reads gzip and plain files alike, so every format shares one reader.
 class GzReader {

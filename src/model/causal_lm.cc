@@ -9,6 +9,7 @@
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
+#include "alps/core/strings.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
 #include "model/architecture.h"
@@ -22,19 +23,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& name, const std::string& suffix) {
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The config.json values a linear's expected shape comes from, in words (each family names them its own way): a
-// stored shape that disagrees points at one of them, or at a checkpoint written for another config.
+// The config.json values a linear's expected shape comes from, in words (each family names them its own way), with
+// " in " after them: a stored shape that disagrees points at one of them, or at a checkpoint written for another
+// config. "" for other tensors.
 std::string shape_source(const std::string& name) {
   auto ends = [&](const char* linear) { return ends_with(name, std::string(linear) + ".weight"); };
-  if (ends("qkv_proj")) return "the query and key/value head counts, head_dim and hidden_size";
-  if (ends("q_proj") || ends("o_proj")) return "the query head count, head_dim and hidden_size";
-  if (ends("k_proj") || ends("v_proj")) return "the key/value head count, head_dim and hidden_size";
+  if (ends("qkv_proj")) return "the query and key/value head counts, head_dim and hidden_size in ";
+  if (ends("q_proj") || ends("o_proj")) return "the query head count, head_dim and hidden_size in ";
+  if (ends("k_proj") || ends("v_proj")) return "the key/value head count, head_dim and hidden_size in ";
   for (const char* mlp : {"gate_up_proj", "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3", "fc1", "fc2"})
-    if (ends(mlp)) return "the MLP's (or an expert's) intermediate size and hidden_size";
+    if (ends(mlp)) return "the MLP's (or an expert's) intermediate size and hidden_size in ";
   return "";
 }
 
@@ -86,10 +84,8 @@ CausalLM CausalLM::load(const fs::path& dir) {
     }
     const at::Tensor& t = it->second;
     const std::string where = spec.name + " in " + s.stored.file_of[spec.name];
-    const std::string from = shape_source(spec.name);
     ALPS_CHECK(t.sizes() == c10::IntArrayRef(spec.shape), where, ": expected ", shape_str(spec.shape), ", got ",
-               shape_str(t.sizes()), " (from ", from.empty() ? "" : from + " in ", "config.json of ",
-               s.config.architecture, ")");
+               shape_str(t.sizes()), " (from ", shape_source(spec.name), "config.json of ", s.config.architecture, ")");
     const auto dt = t.scalar_type();
     ALPS_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16, where,
                ": expected dtype F32, F16 or BF16, got ", io::dtype_to_safetensors(dt));
