@@ -3,24 +3,41 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace alps::report {
 
 using json = nlohmann::json;
 
-std::string structured_scope(const json& structured, const json& step, int64_t blocks) {
-  const bool experts = step.value("structure", "") == "experts";
-  std::string where = experts ? "mixture layer" : "block";
-  int64_t n = 0;
-  for (const json& b : structured.value("blocks", json::array()))
+namespace {
+
+bool is_experts_step(const json& step) { return step.value("structure", "") == "experts"; }
+
+// The choices (extra.structured.blocks) a step made: those of its structure and, for neurons and heads, of its config
+// field (a mixture's experts, shared expert and dense MLPs are three neuron steps).
+std::vector<const json*> choices_of(const json& structured, const json& step) {
+  std::vector<const json*> out;
+  if (!structured.contains("blocks")) return out;
+  for (const json& b : structured.at("blocks"))  // pointers into `structured` itself, not into a copy
     if (b.value("structure", "") == step.value("structure", "") &&
-        (experts || b.value("field", "") == step.value("field", ""))) {
-      const std::string linear = b.value("linear", std::string());
-      if (linear.find(".shared_expert.") != std::string::npos)
-        where = "shared expert";
-      else if (linear.find(".experts.") != std::string::npos)
-        where = "expert";
-      ++n;
-    }
+        (is_experts_step(step) || b.value("field", "") == step.value("field", "")))
+      out.push_back(&b);
+  return out;
+}
+
+}  // namespace
+
+std::string structured_scope(const json& structured, const json& step, int64_t blocks) {
+  std::string where = is_experts_step(step) ? "mixture layer" : "block";
+  const std::vector<const json*> choices = choices_of(structured, step);
+  for (const json* b : choices) {
+    const std::string linear = b->value("linear", std::string());
+    if (linear.find(".shared_expert.") != std::string::npos)
+      where = "shared expert";
+    else if (linear.find(".experts.") != std::string::npos)
+      where = "expert";
+  }
+  const auto n = static_cast<int64_t>(choices.size());
   // A mixture model's dense MLPs (mlp_only_layers) are some of its blocks.
   return where == "block" && n < blocks ? fmt::format("{} of {} blocks, the dense MLPs", n, blocks) : "every " + where;
 }
@@ -42,16 +59,11 @@ std::string structured_table(const RunReport& r) {
   for (const json& step : s.value("steps", json::array())) {
     // A neurons or heads step: the mean relative error of its layers' choices; experts: the mean share of the routed
     // output (probability times output norm) that the removed experts carried.
-    const bool experts = step.value("structure", "") == "experts";
+    const bool experts = is_experts_step(step);
+    const std::vector<const json*> choices = choices_of(s, step);
     double error = 0;
-    int n = 0;
-    for (const json& b : s.value("blocks", json::array()))
-      if (b.value("structure", "") == step.value("structure", "") &&
-          (experts || b.value("field", "") == step.value("field", ""))) {
-        error += b.value(experts ? "removed_share" : "rel_error", 0.0);
-        ++n;
-      }
-    const double mean = n > 0 ? error / n : 0.0;
+    for (const json* b : choices) error += b->value(experts ? "removed_share" : "rel_error", 0.0);
+    const double mean = choices.empty() ? 0.0 : error / static_cast<double>(choices.size());
     out += fmt::format("  {:<10} kept {} of {} in {} ({}{}), {}\n", step.value("structure", ""), step.value("kept", 0),
                        step.value("units", 0), structured_scope(s, step, r.blocks_done), step.value("flag", ""),
                        experts ? ", " + step.value("method", std::string()) : "",
