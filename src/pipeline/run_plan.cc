@@ -30,16 +30,20 @@ c10::ScalarType automatic_dtype(const model::CausalLM& m, const c10::Device& dev
   return device.is_cuda() && (stored == c10::kHalf || stored == c10::kBFloat16) ? stored : c10::kFloat;
 }
 
-// Full names (without ".weight") of the model's linears, or of its mixtures' routers.
-std::vector<std::string> linear_layer_names(const model::CausalLM& m, bool routers) {
+// Full names (without ".weight") of the model's linears.
+std::vector<std::string> linear_layer_names(const model::CausalLM& m) {
   std::vector<std::string> names;
-  for (int64_t b = 0; b < m.num_blocks(); ++b) {
-    const std::string router = m.router_name(b);
-    if (!routers)
-      for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
-    else if (!router.empty())
+  for (int64_t b = 0; b < m.num_blocks(); ++b)
+    for (const auto& linear : m.linear_names(b)) names.push_back(strip_weight(m.weight_name(b, linear)));
+  return names;
+}
+
+// Full names of the mixtures' routers, which are not among the linears.
+std::vector<std::string> router_names(const model::CausalLM& m) {
+  std::vector<std::string> names;
+  for (int64_t b = 0; b < m.num_blocks(); ++b)
+    if (const std::string router = m.router_name(b); !router.empty())
       names.push_back(strip_weight(m.weight_name(b, router)));
-  }
   return names;
 }
 
@@ -47,7 +51,7 @@ std::vector<std::string> linear_layer_names(const model::CausalLM& m, bool route
 // "*.mlp.*" or a rule meant for dense MLPs' gate_proj ("*.mlp.gate*") match routers too but mean other linears, and
 // a router pruned by accident changes which experts every token reaches. A rule that skips names nothing to prune.
 std::vector<std::string> router_globs(const model::CausalLM& m, const Recipe& r) {
-  const std::vector<std::string> routers = linear_layer_names(m, true), others = linear_layer_names(m, false);
+  const std::vector<std::string> routers = router_names(m), others = linear_layer_names(m);
   auto matches_any = [](const std::string& glob, const std::vector<std::string>& names) {
     return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return glob_match(glob, n); });
   };
@@ -109,7 +113,7 @@ RunPlan::RunPlan(const model::CausalLM& m, const Recipe& r) {
   }
   if (!pruned_routers.empty())
     spdlog::info("routers pruned, as recipe rules name them (docs/moe.md): {} of {} ({}{})", pruned_routers.size(),
-                 linear_layer_names(m, true).size(), pruned_routers.front(), pruned_routers.size() > 1 ? ", ..." : "");
+                 router_names(m).size(), pruned_routers.front(), pruned_routers.size() > 1 ? ", ..." : "");
 }
 
 // A router gets a job only where a rule names it and leaves it something to do: its statistic (every token's Gram)
@@ -312,8 +316,8 @@ Recipe resolved_recipe(const Recipe& r, const RunPlan& plan) {
 
 // The user meant to keep something dense or to treat it differently, and the run would silently do neither.
 void warn_unmatched_globs(const model::CausalLM& m, const Recipe& r) {
-  std::vector<std::string> names = linear_layer_names(m, false);  // and the routers: a rule may name them
-  for (const std::string& router : linear_layer_names(m, true)) names.push_back(router);
+  std::vector<std::string> names = linear_layer_names(m);
+  for (const std::string& router : router_names(m)) names.push_back(router);  // a rule may name them too
   auto unmatched = [&names](const std::string& glob) {
     return std::none_of(names.begin(), names.end(), [&glob](const std::string& n) { return glob_match(glob, n); });
   };
