@@ -113,6 +113,15 @@ const std::vector<RecipeKnob>& recipe_knobs() {
                  "Structured: the fraction of every block's MLP neurons removed (the same count in each block), before "
                  "any --sparsity or --pattern of what stays",
                  &Recipe::remove_neurons});
+    k.push_back(
+        {"neuron_multiple",
+         false,
+         "--neuron-multiple",
+         "Structured: every count of MLP neurons --remove-neurons keeps (each expert's too) is a multiple of N, "
+         "the nearest to the fraction asked: the products of a smaller model run fastest on round widths",
+         &Recipe::neuron_multiple,
+         {},
+         1});
     k.push_back({"remove_heads", false, "--remove-heads",
                  "Structured: the fraction of every block's query heads removed (see --head-rule)",
                  &Recipe::remove_heads});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
@@ -165,19 +166,28 @@ int64_t kept_per_part(const Ask& a, const std::string& what, const UnitCount& c)
   ALPS_USAGE_CHECK(neurons || std::abs(exact - static_cast<double>(removed)) <= 0.1, flag, " ", asked, " of ", per_part,
                    " ", what, " is ", exact, " of them: whole ones go; give a multiple of 1/", per_part);
   const int64_t keep = per_part - removed;
-  if (c.multiple == 1) return keep;
-  // The nearest multiple that still removes some.
-  int64_t multiple = std::llround(static_cast<double>(keep) / static_cast<double>(c.multiple)) * c.multiple;
-  if (multiple >= per_part) multiple = (per_part - 1) / c.multiple * c.multiple;
-  ALPS_USAGE_CHECK(multiple >= c.multiple, flag, " ", asked, " of ", per_part, " ", what, " leaves ", keep,
-                   ", and a mixture's experts keep a multiple of ", c.multiple,
-                   " (transformers' grouped expert products): give a smaller fraction");
+  const int64_t m = c.multiple;
+  if (m == 1) return keep;
+  ALPS_USAGE_CHECK(m < per_part, flag, " ", asked, " of ", per_part, " ", what, ": they keep a multiple of ", m, " (",
+                   c.multiple_why, "), and none below ", per_part, " is one");
+  // The nearest multiple that removes some and keeps some.
+  const int64_t nearest = static_cast<int64_t>(std::llround(static_cast<double>(keep) / static_cast<double>(m))) * m;
+  const int64_t multiple = std::clamp(nearest, m, (per_part - 1) / m * m);
   if (multiple != keep)
-    spdlog::info(
-        "{} {} of {} {}: {} stay, not {}: a multiple of {} (transformers multiplies a mixture's experts in "
-        "grouped products, whose rows must be whole multiples of 16 bytes)",
-        flag, asked, per_part, what, multiple, keep, c.multiple);
+    spdlog::info("{} {} of {} {}: {} stay, not {}: a multiple of {} ({})", flag, asked, per_part, what, multiple, keep,
+                 m, c.multiple_why);
   return multiple;
+}
+
+// A mixture's experts keep a multiple of rule.multiple, and every MLP --neuron-multiple's: their least common multiple.
+void round_to_multiples(UnitCount& c, const Recipe& r, bool neurons) {
+  if (c.multiple > 1)
+    c.multiple_why =
+        "transformers multiplies a mixture's experts in grouped products, whose rows must be whole multiples of 16 "
+        "bytes";
+  if (!neurons || r.neuron_multiple == 1) return;
+  c.multiple_why += fmt::format("{}--neuron-multiple {}", c.multiple_why.empty() ? "" : "; ", r.neuron_multiple);
+  c.multiple = std::lcm(c.multiple, r.neuron_multiple);
 }
 
 }  // namespace
@@ -187,6 +197,8 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                    "--sparsity-profile owl counts the zeros of each block on its dense shapes; with --remove-experts, "
                    "--remove-neurons, --remove-heads or --remove-heads-per-group use --sparsity-profile uniform");
   plan_expert_step(m, r);
+  ALPS_USAGE_CHECK(r.neuron_multiple == 1 || r.remove_neurons > 0, "--neuron-multiple ", r.neuron_multiple,
+                   " rounds the MLP neurons --remove-neurons keeps: give --remove-neurons too");
   ALPS_USAGE_CHECK(r.remove_heads == 0 || r.remove_heads_per_group == 0,
                    "--remove-heads and --remove-heads-per-group both ask for heads to go: give one of them");
   ALPS_USAGE_CHECK(r.remove_heads_per_group == 0 || r.head_rule == "within-groups",
@@ -223,6 +235,7 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
                          : a.structure == model::Structure::heads ? "query heads of each key/value group"
                                                                   : "key/value groups";
       if (step.counts.size() > 1) what += " (" + field + ")";
+      round_to_multiples(c, r, a.structure == model::Structure::neurons);
       c.keep = kept_per_part(a, what, c);
     }
     for (const auto& [weight, use] : consumers) {

@@ -260,6 +260,19 @@ TEST(PruneStructuredRun, ACountOfHeadsPerGroupRemovesWhatItsFractionRemoves) {
   EXPECT_TRUE(test::slurp(dir / "count" / "model.safetensors") == test::slurp(dir / "fraction" / "model.safetensors"));
 }
 
+TEST(PruneStructuredRun, AMultipleOfNeuronsIsKeptAndTheLogSaysSo) {
+  // A quarter of stories260K's 172 neurons leaves 129; the nearest multiple of 32 is 128, whose 2:4 groups fit.
+  test::TempDir dir;
+  const auto r = test::run_cli(args_for(test_prune::model_dir(), dir / "out",
+                                        {"--remove-neurons", "0.25", "--neuron-multiple", "32", "--pattern", "2:4",
+                                         "--method", "wanda", "--structured-method", "score"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("128 stay, not 129: a multiple of 32 (--neuron-multiple 32)"), std::string::npos) << r.err;
+  EXPECT_EQ(json::parse(io::read_text_file(dir / "out" / "config.json")).at("intermediate_size"), 128);
+  const json structured = structured_of(r);
+  for (const json& step : structured.at("blocks")) EXPECT_EQ(step.at("kept"), 128) << step.at("linear");
+}
+
 TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
   test::TempDir dir;
   struct Case {
@@ -284,7 +297,20 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"", {"--remove-heads-per-group", "1", "--head-rule", "whole-groups"}, "give --remove-heads F instead"},
       {"", {"--remove-heads-per-group", "-1"}, "--remove-heads-per-group"},
       // 172 neurons less a quarter is 129: no 2:4 groups along down_proj's input. The flag to change is named.
-      {"", {"--remove-neurons", "0.25", "--pattern", "2:4"}, "--remove-neurons leaves 129 of 172"}};
+      {"", {"--remove-neurons", "0.25", "--pattern", "2:4"}, "--remove-neurons leaves 129 of 172"},
+      {"",
+       {"--sparsity", "0.5", "--neuron-multiple", "32"},
+       "--neuron-multiple 32 rounds the MLP neurons --remove-neurons keeps"},
+      {"", {"--remove-neurons", "0.25", "--neuron-multiple", "0"}, "--neuron-multiple"},
+      {"",
+       {"--remove-neurons", "0.25", "--neuron-multiple", "172"},
+       "--remove-neurons 0.25 of 172 MLP neurons: they keep a multiple of 172 (--neuron-multiple 172), and none below "
+       "172 is one"},
+      // A mixture's experts keep a multiple of 8 and of --neuron-multiple: of 24, and none of Qwen2-MoE's 24 is one.
+      {"qwen2_moe_shared",
+       {"--remove-neurons", "0.25", "--neuron-multiple", "12"},
+       "they keep a multiple of 24 (transformers multiplies a mixture's experts in grouped products, whose rows must "
+       "be whole multiples of 16 bytes; --neuron-multiple 12)"}};
   for (const Case& c : cases) {
     const fs::path model =
         c.fixture.empty() ? test_prune::model_dir() : test_prune::fixture_with_tokenizer(c.fixture, dir.path());

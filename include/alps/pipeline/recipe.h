@@ -42,6 +42,8 @@ struct Recipe {
   /// (within-groups: the same count from each key/value group; whole-groups: key/value groups with their query heads),
   /// and the method that chooses them, with its constants.
   double remove_neurons = 0;
+  /// Every kept count of MLP neurons (each expert's too) is a multiple of it: kernels run fastest on round widths.
+  int64_t neuron_multiple = 1;
   double remove_heads = 0;
   int64_t remove_heads_per_group = 0;
   std::string head_rule = "within-groups";

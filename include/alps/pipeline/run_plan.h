@@ -43,9 +43,11 @@ struct LayerJob {
   bool needs_statistics() const { return !skip && (solver->needs_statistics() || refine != prune::Refine::kNone); }
 };
 
-/// How many units one kind of rule has and keeps: `units` in `parts` equal parts, each part keeping `keep`.
+/// How many units one kind of rule has and keeps: `units` in `parts` equal parts, each part keeping `keep`, a
+/// multiple of `multiple` (why: `multiple_why`).
 struct UnitCount {
   int64_t units = 0, parts = 1, keep = 0, multiple = 1;
+  std::string multiple_why;
 };
 
 /// One structured step of every block (docs/structured.md): a kind of unit, the flag that asked for it, and what
