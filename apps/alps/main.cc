@@ -260,24 +260,22 @@ std::string closest_command_line_name(const CLI::App& app, int argc, char** argv
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  alps::init_logging(alps::LogLevel::kInfo);
-  CLI::App app{"alps: one-shot pruning of large language models (ALPS, SparseGPT, Wanda, DSnoT, magnitude)"};
-  app.require_subcommand(0, 1);
-  app.fallthrough();  // global flags (--quiet, --log-level) may follow the subcommand
+// The flags before (or after) any subcommand.
+struct GlobalFlags {
   bool version = false;
   std::string log_level = "info";
   bool quiet = false;
   int threads = 0;
-  app.add_flag("--version", version, "Print version, libtorch, CUDA, BLAS and thread count");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+};
+
+void add_global_flags(CLI::App& app, GlobalFlags& g) {
+  app.add_flag("--version", g.version, "Print version, libtorch, CUDA, BLAS and thread count");
+  app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->check(alps::cli::one_of({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_flag("-q,--quiet", quiet, "Only warnings, errors and progress lines (position, elapsed, ETA) on stderr");
+  app.add_flag("-q,--quiet", g.quiet, "Only warnings, errors and progress lines (position, elapsed, ETA) on stderr");
   const int64_t cap = alps::max_threads();
-  app.add_option("--threads", threads,
+  app.add_option("--threads", g.threads,
                  fmt::format("Cores alps may use, given to every thread pool: BLAS, libtorch's, alps's own passes "
                              "(1 to 4x the cores; default: $OMP_NUM_THREADS if set, else the cores available, "
                              "here {})",
@@ -288,6 +286,17 @@ int main(int argc, char** argv) {
             return fmt::format("expected 0 (the default) or 1 to {} (4x the {} cores), got '{}'", cap, cap / 4, text);
           },
           "0 or 1..4x cores"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  alps::init_logging(alps::LogLevel::kInfo);
+  CLI::App app{"alps: one-shot pruning of large language models (ALPS, SparseGPT, Wanda, DSnoT, magnitude)"};
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // global flags (--quiet, --log-level) may follow the subcommand
+  GlobalFlags g;
+  add_global_flags(app, g);
 
   alps::cli::Runner runner;
   alps::cli::add_solve_layer_command(app, runner);
@@ -302,12 +311,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     spdlog::set_level(static_cast<spdlog::level::level_enum>(
-        static_cast<int>(quiet ? alps::LogLevel::kWarn : alps::parse_log_level(log_level))));
-    alps::set_progress_when_quiet(quiet);
-    alps::configure_threads(threads);
+        static_cast<int>(g.quiet ? alps::LogLevel::kWarn : alps::parse_log_level(g.log_level))));
+    alps::set_progress_when_quiet(g.quiet);
+    alps::configure_threads(g.threads);
     alps::install_host_buffer_cache();
     alps::install_interrupt_notice();
-    if (version) {
+    if (g.version) {
       std::cout << alps::build_info_text(alps::build_info());
       return 0;
     }

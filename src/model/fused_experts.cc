@@ -6,6 +6,7 @@
 #include <map>
 
 #include "alps/core/error.h"
+#include "alps/core/strings.h"
 #include "model/causal_lm_state.h"
 
 namespace alps::model {
@@ -30,8 +31,7 @@ std::string expert_tensor(const std::string& experts, int64_t e, const std::stri
 // The layout of a held tensor's name when it is a fused experts tensor ("....experts.gate_up_proj"), else null.
 const Layout* fused_layout(const std::string& name) {
   for (const Layout& l : layouts()) {
-    const std::string suffix = std::string(".experts.") + l.name;
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return &l;
+    if (ends_with(name, std::string(".experts.") + l.name)) return &l;
   }
   return nullptr;
 }

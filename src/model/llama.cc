@@ -13,6 +13,7 @@
 
 #include "alps/core/error.h"
 #include "model/architecture.h"
+#include "model/llama_layout.h"
 #include "model/moe.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
@@ -28,16 +29,14 @@ class Llama final : public Architecture {
       : c_(c),
         rope_(RopeParameters{c.rope_theta, c.rope_scaling, c.partial_rotary_factor}, c.rotary_dim(), c.max_positions),
         sliding_rope_(RopeParameters{c.sliding_rope_theta.value_or(c.rope_theta), std::nullopt, 1.0}, c.rotary_dim(),
-                      c.max_positions) {
-    if (c_.moe) moe_names_.emplace(*c_.moe);
-  }
+                      c.max_positions) {}
 
   std::vector<TensorSpec> tensor_specs() const override {
     const int64_t h = c_.hidden_size, f = c_.intermediate_size, d = c_.head_dim;
     const int64_t q = c_.num_heads * d, kv = c_.num_kv_heads * d;
-    std::vector<TensorSpec> s{{embed_name(), {c_.vocab_size, h}}, {model_ + "norm.weight", {h}}};
+    std::vector<TensorSpec> s{{layout_.embed_name(), {c_.vocab_size, h}}, {layout_.final_norm_name(), {h}}};
     // A tied head has no tensor of its own; tolerate a redundant copy as transformers does.
-    s.push_back({lm_head_, {c_.vocab_size, h}, c_.tie_word_embeddings});
+    s.push_back({layout_.lm_head_name(), {c_.vocab_size, h}, c_.tie_word_embeddings});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = block_prefix(i);
       for (const char* norm : block_norms()) s.push_back({p + norm + ".weight", {h}});
@@ -59,7 +58,7 @@ class Llama final : public Architecture {
       }
       linear("self_attn.o_proj", h, q, c_.attention_bias);
       if (c_.is_moe_layer(i)) {
-        for (TensorSpec& t : moe_names_->specs(p, h)) s.push_back(std::move(t));
+        for (TensorSpec& t : layout_.moe().specs(p, h)) s.push_back(std::move(t));
         continue;
       }
       if (c_.fused_projections) {
@@ -80,7 +79,7 @@ class Llama final : public Architecture {
             : std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"};
     std::vector<std::string> mlp;
     if (c_.is_moe_layer(block))
-      mlp = moe_names_->linears(experts_of(block, shape));
+      mlp = layout_.moe().linears(layout_.experts_of(block, shape));
     else if (c_.fused_projections)
       mlp = {"mlp.gate_up_proj", "mlp.down_proj"};
     else
@@ -88,15 +87,16 @@ class Llama final : public Architecture {
     names.insert(names.end(), mlp.begin(), mlp.end());
     return names;
   }
-  std::string block_prefix(int64_t i) const override { return model_ + "layers." + std::to_string(i) + "."; }
+  std::string block_prefix(int64_t i) const override { return layout_.block_prefix(i); }
   std::optional<ExpertTensors> expert_tensors(int64_t block, const ShapeFn& shape) const override {
     if (!c_.is_moe_layer(block)) return std::nullopt;
-    ExpertTensors t{moe_names_->router() + ".weight", {}};
-    for (int64_t e = 0, E = experts_of(block, shape); e < E; ++e) t.experts.push_back(moe_names_->expert_tensors(e));
+    ExpertTensors t{layout_.moe().router() + ".weight", {}};
+    for (int64_t e = 0, E = layout_.experts_of(block, shape); e < E; ++e)
+      t.experts.push_back(layout_.moe().expert_tensors(e));
     return t;
   }
   std::vector<std::string> non_block_tensors() const override {
-    return {embed_name(), model_ + "norm.weight", head_name()};
+    return {layout_.embed_name(), layout_.final_norm_name(), layout_.head_name()};
   }
   bool carried(const std::string& name) const override {
     const std::string& lm = c_.language_model_prefix;
@@ -104,7 +104,7 @@ class Llama final : public Architecture {
   }
 
   at::Tensor embed(const WeightFn& w, const at::Tensor& ids, const Placement& /*RoPE places tokens*/) const override {
-    at::Tensor x = at::embedding(w(embed_name()), ids);
+    at::Tensor x = at::embedding(w(layout_.embed_name()), ids);
     if (!c_.scale_embeddings) return x;
     // transformers multiplies by sqrt(hidden_size) held as an fp32 tensor cast to the embeddings' dtype: the
     // factor rounds to fp32 and then to that dtype first.
@@ -116,43 +116,88 @@ class Llama final : public Architecture {
 
   at::Tensor block_forward(const WeightFn& w, int64_t i, const at::Tensor& x, const LinearObserver* observer,
                            BlockCache* cache, const Placement& at) const override {
-    const std::string p = block_prefix(i);
-    const int64_t B = x.size(0), T = x.size(1), D = c_.head_dim;
-    int64_t H = c_.num_heads, KV = c_.num_kv_heads;  // a structured run's pruned blocks hold fewer: their shapes say
-    auto observe = [&](const std::string& name, const at::Tensor& in) {
-      if (observer != nullptr) (*observer)(name, in);
-    };
-    auto lin = [&](const std::string& name, const at::Tensor& in, bool bias, const at::Tensor& weight = {}) {
-      observe(name, in);
-      return apply_linear(in, weight.defined() ? weight : w(p + name + ".weight"),
-                          bias ? w(p + name + ".bias") : at::Tensor());
-    };
-    auto norm = [&](const at::Tensor& in, const char* name) {
-      return rms_norm(in, w(p + name + ".weight"), c_.norm_eps, c_.norm_scale);
-    };
+    const BlockWeights io{w, block_prefix(i), observer, c_};
     const bool pre = c_.norm_placement != NormPlacement::post, post = c_.norm_placement != NormPlacement::pre;
+    const at::Tensor a = attention(io, i, pre ? io.norm(x, "input_layernorm") : x, cache, at);
+    const at::Tensor out = x + (post ? io.norm(a, "post_attention_layernorm") : a);
+    at::Tensor h;
+    switch (c_.norm_placement) {
+      case NormPlacement::pre:
+        h = io.norm(out, "post_attention_layernorm");
+        break;
+      case NormPlacement::post:
+        h = out;
+        break;
+      case NormPlacement::sandwich:
+        h = io.norm(out, "pre_feedforward_layernorm");
+        break;
+    }
+    const at::Tensor d = c_.is_moe_layer(i) ? mixture(io, h, at) : mlp(io, h, at);
+    if (at.inputs_only) return {};
+    return out + (post ? io.norm(d, "post_feedforward_layernorm") : d);
+  }
 
-    at::Tensor h = pre ? norm(x, "input_layernorm") : x;
+  std::vector<UnitRule> unit_rules(int64_t block, Structure s, const ShapeFn& shape) const override {
+    return layout_.unit_rules(block, s, shape);
+  }
+  nlohmann::json config_of_shapes(const ShapeFn& shape) const override { return layout_.config_of_shapes(shape); }
+
+  bool cache_exact(int64_t length) const override { return rope_.cache_exact(length); }
+
+  at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
+    at::Tensor h = rms_norm(hidden, w(layout_.final_norm_name()), c_.norm_eps, c_.norm_scale);
+    at::Tensor logits = at::matmul(h, w(layout_.head_name()).t());
+    // In the compute dtype, as transformers caps them.
+    if (c_.logit_softcap > 0) logits = logits.div_(c_.logit_softcap).tanh_().mul_(c_.logit_softcap);
+    return logits.to(at::kFloat);
+  }
+
+ private:
+  // One block's weights and what its linears show the observer: a linear by its short name, a norm by its name.
+  struct BlockWeights {
+    const WeightFn& w;
+    std::string p;
+    const LinearObserver* observer;
+    const ModelConfig& c;
+    at::Tensor weight(const std::string& name) const { return w(p + name + ".weight"); }
+    void observe(const std::string& name, const at::Tensor& in) const {
+      if (observer != nullptr) (*observer)(name, in);
+    }
+    at::Tensor linear(const std::string& name, const at::Tensor& in, bool bias, const at::Tensor& W = {}) const {
+      observe(name, in);
+      return apply_linear(in, W.defined() ? W : weight(name), bias ? w(p + name + ".bias") : at::Tensor());
+    }
+    at::Tensor norm(const at::Tensor& in, const char* name) const {
+      return rms_norm(in, weight(name), c.norm_eps, c.norm_scale);
+    }
+  };
+
+  // Self-attention of block i on its input h [B, T, hidden], through o_proj.
+  at::Tensor attention(const BlockWeights& io, int64_t i, const at::Tensor& h, BlockCache* cache,
+                       const Placement& at) const {
+    const int64_t B = h.size(0), T = h.size(1), D = c_.head_dim;
     const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
+    // A structured run's pruned blocks hold fewer heads than the config's: their shapes say how many.
+    int64_t H = 0, KV = 0;
     at::Tensor q, k, v, o_weight;
     if (c_.fused_projections) {  // one product, its output columns q | k | v
-      const at::Tensor qkv = lin("self_attn.qkv_proj", h, qkv_bias);
-      o_weight = w(p + "self_attn.o_proj.weight");  // read once: its input is every query head's output
+      const at::Tensor qkv = io.linear("self_attn.qkv_proj", h, qkv_bias);
+      o_weight = io.weight("self_attn.o_proj");  // read once: its input is every query head's output
       H = o_weight.size(1) / D;
       KV = (qkv.size(-1) / D - H) / 2;
       q = qkv.narrow(-1, 0, H * D);
       k = qkv.narrow(-1, H * D, KV * D);
       v = qkv.narrow(-1, (H + KV) * D, KV * D);
     } else {
-      q = lin("self_attn.q_proj", h, qkv_bias);
-      k = lin("self_attn.k_proj", h, qkv_bias);
-      v = lin("self_attn.v_proj", h, qkv_bias);
+      q = io.linear("self_attn.q_proj", h, qkv_bias);
+      k = io.linear("self_attn.k_proj", h, qkv_bias);
+      v = io.linear("self_attn.v_proj", h, qkv_bias);
       H = q.size(-1) / D;
       KV = k.size(-1) / D;
     }
     if (c_.qk_norm == QkNorm::whole) {
-      q = norm(q, "self_attn.q_norm");
-      k = norm(k, "self_attn.k_norm");
+      q = io.norm(q, "self_attn.q_norm");
+      k = io.norm(k, "self_attn.k_norm");
     }
     if (c_.clip_qkv > 0) {
       q = q.clamp(-c_.clip_qkv, c_.clip_qkv);
@@ -162,13 +207,13 @@ class Llama final : public Architecture {
     q = q.view({B, T, H, D});
     k = k.view({B, T, KV, D});
     if (c_.qk_norm == QkNorm::per_head) {
-      q = norm(q, "self_attn.q_norm");
-      k = norm(k, "self_attn.k_norm");
+      q = io.norm(q, "self_attn.q_norm");
+      k = io.norm(k, "self_attn.k_norm");
     }
     v = v.view({B, T, KV, D}).transpose(1, 2);
     const int64_t window = c_.window_of_layer(i);
     const RopeTables& rope = window > 0 && c_.sliding_rope_theta ? sliding_rope_ : rope_;
-    auto [cos, sin] = rope.tables(at, T, x.device(), x.scalar_type());
+    auto [cos, sin] = rope.tables(at, T, h.device(), h.scalar_type());
     q = rotate(q.transpose(1, 2), cos, sin);
     k = rotate(k.transpose(1, 2), cos, sin);
     std::tie(k, v) = extend_cache(cache, k, v.contiguous());
@@ -176,190 +221,32 @@ class Llama final : public Architecture {
         attention_at(at, c_.attention_scale > 0 ? c_.attention_scale : 1.0 / std::sqrt(static_cast<double>(D)),
                      at.packed ? 0 : window);
     options.softcap = c_.attention_softcap;
-    at::Tensor a = lin("self_attn.o_proj", causal_attention(q, k, v, options), c_.attention_bias, o_weight);
-    at::Tensor out = x + (post ? norm(a, "post_attention_layernorm") : a);
+    return io.linear("self_attn.o_proj", causal_attention(q, k, v, options), c_.attention_bias, o_weight);
+  }
 
-    switch (c_.norm_placement) {
-      case NormPlacement::pre:
-        h = norm(out, "post_attention_layernorm");
-        break;
-      case NormPlacement::post:
-        h = out;
-        break;
-      case NormPlacement::sandwich:
-        h = norm(out, "pre_feedforward_layernorm");
-        break;
-    }
-    at::Tensor d;
-    if (c_.is_moe_layer(i)) {
-      MoeIo io{[&](const std::string& name) { return w(p + name + ".weight"); }, nullptr,
-               [&](at::Tensor g) { return activation_(std::move(g)); }};
-      if (observer != nullptr) io.observe = *observer;
-      d = moe_forward(*c_.moe, *moe_names_, io, h, {at.all_experts, at.inputs_only, at.expert_outputs, at.show_router});
-      if (at.inputs_only) return {};
+  // The gated MLP on its input h; with at.inputs_only, down_proj's input is shown and nothing is computed after it.
+  at::Tensor mlp(const BlockWeights& io, const at::Tensor& h, const Placement& at) const {
+    at::Tensor m;
+    if (c_.fused_projections) {  // gate | up
+      const at::Tensor gu = io.linear("mlp.gate_up_proj", h, c_.mlp_bias);
+      const int64_t f = gu.size(-1) / 2;
+      m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
     } else {
-      at::Tensor m;
-      if (c_.fused_projections) {  // gate | up
-        const at::Tensor gu = lin("mlp.gate_up_proj", h, c_.mlp_bias);
-        const int64_t f = gu.size(-1) / 2;
-        m = activation_(gu.narrow(-1, 0, f).contiguous()).mul_(gu.narrow(-1, f, f));
-      } else {
-        m = activation_(lin("mlp.gate_proj", h, c_.mlp_bias)).mul_(lin("mlp.up_proj", h, c_.mlp_bias));
-      }
-      if (at.inputs_only) {
-        observe("mlp.down_proj", m);
-        return {};
-      }
-      d = lin("mlp.down_proj", m, c_.mlp_bias);
+      m = activation_(io.linear("mlp.gate_proj", h, c_.mlp_bias)).mul_(io.linear("mlp.up_proj", h, c_.mlp_bias));
     }
-    return out + (post ? norm(d, "post_feedforward_layernorm") : d);
+    if (!at.inputs_only) return io.linear("mlp.down_proj", m, c_.mlp_bias);
+    io.observe("mlp.down_proj", m);
+    return {};
   }
 
-  std::vector<UnitRule> unit_rules(int64_t block, Structure s, const ShapeFn& shape) const override {
-    const std::string p = block_prefix(block);
-    if (s == Structure::experts) return {UnitRule::refused("experts leave by CausalLM::keep_experts, not by rows")};
-    if (s == Structure::neurons) {
-      if (!c_.is_moe_layer(block))
-        return {mlp_rule("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "intermediate_size",
-                         shape(p + "mlp.down_proj.weight")[1], c_.mlp_bias)};
-      // A mixture: each expert's neurons, as many from each (one intermediate size states them all), and the shared
-      // expert's.
-      std::vector<UnitRule> rules;
-      const MoeNames& n = *moe_names_;
-      for (int64_t e = 0, E = experts_of(block, shape); e < E; ++e)
-        rules.push_back(mlp_rule(n.gate(e), n.up(e), n.down(e), c_.moe->intermediate_key,
-                                 shape(p + n.down(e) + ".weight")[1], false));
-      for (UnitRule& r : rules) r.multiple = 8;
-      if (c_.moe->shared_expert_intermediate_size > 0)
-        rules.push_back(mlp_rule(n.shared("gate_proj"), n.shared("up_proj"), n.shared("down_proj"),
-                                 "shared_expert_intermediate_size", shape(p + n.shared("down_proj") + ".weight")[1],
-                                 false));
-      return rules;
-    }
-    // Normalised over every head at once, the kept heads' queries and keys would change with the removed ones.
-    if (c_.qk_norm == QkNorm::whole) return {UnitRule::refused("its q_norm and k_norm normalise all heads together")};
-    // transformers' Phi3Config checks longrope's factors against hidden_size / num_attention_heads, not head_dim:
-    // with fewer heads it refuses the output's config.
-    if (c_.fused_projections && c_.rope_scaling && c_.rope_scaling->type == "longrope")
-      return {UnitRule::refused(
-          "its longrope factors are checked against hidden_size / num_attention_heads by transformers, which fewer "
-          "heads would change")};
-    const int64_t D = c_.head_dim;
-    const auto [H, KV] = heads_of(block, shape);
-    const bool qkv_bias = c_.attention_bias || c_.qkv_bias;
-    UnitRule rule;
-    rule.consumer = "self_attn.o_proj";
-    if (s == Structure::heads) {  // the same count from each key/value group: the groups stay equal
-      rule.field = "num_attention_heads";
-      rule.units = H;
-      rule.width = D;
-      rule.parts = KV;
-      if (c_.fused_projections)  // q | k | v: the keys and values all stay
-        follow(rule, "self_attn.qkv_proj", qkv_bias, {{D}, {0, 2 * KV * D}});
-      else
-        follow(rule, "self_attn.q_proj", qkv_bias, {{D}});
-    } else {  // whole key/value groups with their query heads
-      rule.field = "num_key_value_heads";
-      rule.units = KV;
-      rule.width = H / KV * D;
-      if (c_.fused_projections) {
-        follow(rule, "self_attn.qkv_proj", qkv_bias, {{H / KV * D}, {D}, {D}});
-      } else {
-        follow(rule, "self_attn.q_proj", qkv_bias, {{H / KV * D}});
-        follow(rule, "self_attn.k_proj", qkv_bias, {{D}});
-        follow(rule, "self_attn.v_proj", qkv_bias, {{D}});
-      }
-    }
-    return {rule};
+  // A mixture layer (moe.h) on its input h.
+  at::Tensor mixture(const BlockWeights& io, const at::Tensor& h, const Placement& at) const {
+    MoeIo moe{[&](const std::string& name) { return io.weight(name); }, nullptr,
+              [&](at::Tensor g) { return activation_(std::move(g)); }};
+    if (io.observer != nullptr) moe.observe = *io.observer;
+    return moe_forward(*c_.moe, layout_.moe(), moe, h,
+                       {at.all_experts, at.inputs_only, at.expert_outputs, at.show_router});
   }
-
-  nlohmann::json config_of_shapes(const ShapeFn& shape) const override {
-    nlohmann::json fields = nlohmann::json::object();
-    std::optional<int64_t> f, fe, fs, H, KV, E;
-    auto agree = [&](std::optional<int64_t>& seen, int64_t value, const char* what, int64_t block) {
-      ALPS_CHECK(!seen || *seen == value, "block ", block, " has ", value, " ", what, ", block 0 ", *seen,
-                 ": a config.json states one count for every block");
-      seen = value;
-    };
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
-      const std::string p = block_prefix(i);
-      if (c_.is_moe_layer(i)) {
-        const MoeNames& n = *moe_names_;
-        agree(E, experts_of(i, shape), "experts", i);
-        for (int64_t e = 0; e < *E; ++e) agree(fe, shape(p + n.down(e) + ".weight")[1], "neurons per expert", i);
-        if (c_.moe->shared_expert_intermediate_size > 0)
-          agree(fs, shape(p + n.shared("down_proj") + ".weight")[1], "shared expert neurons", i);
-      } else {
-        agree(f, shape(p + "mlp.down_proj.weight")[1], "MLP neurons", i);
-      }
-      const auto [heads, kv_heads] = heads_of(i, shape);
-      agree(H, heads, "query heads", i);
-      agree(KV, kv_heads, "key/value heads", i);
-    }
-    if (f && *f != c_.intermediate_size) fields["intermediate_size"] = *f;
-    if (fe && *fe != c_.moe->intermediate_size) fields[c_.moe->intermediate_key] = *fe;
-    if (fs && *fs != c_.moe->shared_expert_intermediate_size) fields["shared_expert_intermediate_size"] = *fs;
-    if (E && *E != c_.moe->num_experts)
-      for (const std::string& key : c_.moe->count_keys) fields[key] = *E;
-    if (*H != c_.num_heads || *KV != c_.num_kv_heads) {
-      fields["num_attention_heads"] = *H;
-      fields["num_key_value_heads"] = *KV;
-      fields["head_dim"] = c_.head_dim;  // no longer hidden_size / num_attention_heads
-    }
-    return fields;
-  }
-
-  bool cache_exact(int64_t length) const override { return rope_.cache_exact(length); }
-
-  at::Tensor head(const WeightFn& w, const at::Tensor& hidden) const override {
-    at::Tensor h = rms_norm(hidden, w(model_ + "norm.weight"), c_.norm_eps, c_.norm_scale);
-    at::Tensor logits = at::matmul(h, w(head_name()).t());
-    // In the compute dtype, as transformers caps them.
-    if (c_.logit_softcap > 0) logits = logits.div_(c_.logit_softcap).tanh_().mul_(c_.logit_softcap);
-    return logits.to(at::kFloat);
-  }
-
- private:
-  // The rows of `linear` (and its bias) follow the units in `runs`.
-  static void follow(UnitRule& rule, const std::string& linear, bool bias, std::vector<RowRun> runs) {
-    rule.rows.push_back({linear + ".weight", runs});
-    if (bias) rule.rows.push_back({linear + ".bias", runs});
-  }
-
-  // The neurons of one gated MLP (the block's, an expert's): down's input columns, the rows of gate and up (or of
-  // a fused gate_up_proj: the gate's, then the up's).
-  UnitRule mlp_rule(const std::string& gate, const std::string& up, const std::string& down, const std::string& field,
-                    int64_t units, bool bias) const {
-    UnitRule rule;
-    rule.consumer = down;
-    rule.field = field;
-    rule.units = units;
-    if (c_.fused_projections) {
-      follow(rule, "mlp.gate_up_proj", bias, {{1}, {1}});
-    } else {
-      follow(rule, gate, bias, {{1}});
-      follow(rule, up, bias, {{1}});
-    }
-    return rule;
-  }
-
-  // Block i's query and key/value heads as its tensors are now: o_proj reads every query head's output, and a fused
-  // qkv_proj's rows are the queries' then the keys' and the values'.
-  std::pair<int64_t, int64_t> heads_of(int64_t i, const ShapeFn& shape) const {
-    const std::string p = block_prefix(i);
-    const int64_t D = c_.head_dim, H = shape(p + "self_attn.o_proj.weight")[1] / D;
-    if (c_.fused_projections) return {H, (shape(p + "self_attn.qkv_proj.weight")[0] / D - H) / 2};
-    return {H, shape(p + "self_attn.k_proj.weight")[0] / D};
-  }
-
-  std::string embed_name() const { return model_ + "embed_tokens.weight"; }
-  std::string head_name() const { return c_.tie_word_embeddings ? embed_name() : lm_head_; }
-
-  // A mixture block's experts: its router's rows (fewer than the config's where experts were removed).
-  int64_t experts_of(int64_t block, const ShapeFn& shape) const {
-    return shape(block_prefix(block) + moe_names_->router() + ".weight")[0];
-  }
-
   // The MLP's activation, in place.
   at::Tensor activation_(at::Tensor g) const { return c_.activation == "silu" ? at::silu_(g) : at::gelu_(g, "tanh"); }
 
@@ -386,11 +273,9 @@ class Llama final : public Architecture {
   }
 
   ModelConfig c_;
-  // The decoder's tensors ("model." or, inside a multimodal checkpoint, "language_model.model.") and the head's.
-  std::string model_ = c_.language_model_prefix + "model.", lm_head_ = c_.language_model_prefix + "lm_head.weight";
-  RopeTables rope_;                    ///< every layer's, or the full-attention layers' where sliding ones differ
-  RopeTables sliding_rope_;            ///< the sliding layers' where c_.sliding_rope_theta is set
-  std::optional<MoeNames> moe_names_;  ///< the mixture layers' tensor names
+  LlamaLayout layout_{c_};
+  RopeTables rope_;          ///< every layer's, or the full-attention layers' where sliding ones differ
+  RopeTables sliding_rope_;  ///< the sliding layers' where c_.sliding_rope_theta is set
 };
 
 }  // namespace

@@ -149,11 +149,14 @@ StoredWeights read_weights(const fs::path& dir) {
   return w;
 }
 
-std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
-                                       int64_t max_shard_bytes, const nlohmann::json& config_fields) {
+namespace {
+
+// The files of `source` beside the weights into `dir`: config (with `config_fields` merged in), generation config and
+// tokenizer files, unchanged otherwise. Hidden files are the input's own (a tool's marker of what it downloaded,
+// .gitattributes): they would describe it, not the output. Returns the names written.
+std::vector<std::string> copy_side_files(const fs::path& source, const fs::path& dir,
+                                         const nlohmann::json& config_fields) {
   std::vector<std::string> written, dense, hidden;
-  // config, generation config and tokenizer files travel unchanged; weights are rewritten below. Hidden files are
-  // the input's own (a tool's marker of what it downloaded, .gitattributes): they would describe it, not the output.
   for (const auto& entry : fs::directory_iterator(source)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file()) continue;
@@ -180,7 +183,13 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
   if (!hidden.empty()) spdlog::info("not copied to the output (the input's hidden files): {}", join_names(hidden));
   if (!dense.empty())
     spdlog::info("not copied to the output (the dense model's weights in other formats): {}", join_names(dense));
+  return written;
+}
 
+// The tensors of `w` into `dir` as one safetensors file, or in shards of at most `max_shard_bytes` with their index.
+// Returns the names written.
+std::vector<std::string> write_shards(const fs::path& dir, const StoredWeights& w, int64_t max_shard_bytes) {
+  std::vector<std::string> written;
   // Greedy split in input order: a shard is closed when the next tensor would take it over the limit.
   const std::vector<OutputTensor> tensors = output_tensors(w);
   std::vector<std::vector<const OutputTensor*>> shards(1);
@@ -223,6 +232,15 @@ std::vector<std::string> write_weights(const fs::path& source, const fs::path& d
   }
   spdlog::info("wrote {} tensors ({:.1f} MB, {} file{})", tensors.size(), total / 1e6, shards.size(),
                shards.size() > 1 ? "s" : "");
+  return written;
+}
+
+}  // namespace
+
+std::vector<std::string> write_weights(const fs::path& source, const fs::path& dir, const StoredWeights& w,
+                                       int64_t max_shard_bytes, const nlohmann::json& config_fields) {
+  std::vector<std::string> written = copy_side_files(source, dir, config_fields);
+  for (std::string& file : write_shards(dir, w, max_shard_bytes)) written.push_back(std::move(file));
   return written;
 }
 

@@ -9,6 +9,7 @@
 
 #include "alps/core/error.h"
 #include "alps/core/fault.h"
+#include "alps/core/strings.h"
 #include "alps/io/fingerprint.h"
 #include "alps/io/safetensors.h"
 #include "alps/io/staged_path.h"
@@ -31,8 +32,7 @@ constexpr const char* kStateFile = "state.json";
 // "block-00003.safetensors" -> 3; -1 for any other name.
 int64_t numbered(const std::string& name, const std::string& prefix) {
   const std::string suffix = ".safetensors";
-  if (name.size() != prefix.size() + 5 + suffix.size() || name.rfind(prefix, 0) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+  if (name.size() != prefix.size() + 5 + suffix.size() || name.rfind(prefix, 0) != 0 || !ends_with(name, suffix))
     return -1;
   int64_t v = 0;
   for (size_t i = prefix.size(); i < prefix.size() + 5; ++i) {

@@ -9,6 +9,7 @@
 
 #include "alps/core/device.h"
 #include "alps/core/error.h"
+#include "alps/core/strings.h"
 #include "alps/model/causal_lm.h"
 
 namespace alps::pipeline {
@@ -18,10 +19,8 @@ using json = nlohmann::json;
 namespace {
 
 std::string strip_weight(const std::string& name) {
-  const std::string suffix = ".weight";
-  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
-             ? name.substr(0, name.size() - suffix.size())
-             : name;
+  constexpr std::string_view suffix = ".weight";
+  return ends_with(name, suffix) ? name.substr(0, name.size() - suffix.size()) : name;
 }
 
 // --dtype auto: on a GPU the model computes in its checkpoint's half precision (as transformers runs it there, and
@@ -224,7 +223,7 @@ void RunPlan::plan_unit_steps(const model::CausalLM& m, const Recipe& r) {
         ALPS_USAGE_CHECK(rule.refusal.empty(), a.flag, ": ", b == 0 ? "" : fmt::format("block {}: ", b), rule.refusal);
         const std::string linear = m.weight_name(b, rule.consumer);
         consumers[linear] = {rule.field, rule.width};
-        auto [it, fresh] = step.counts.emplace(rule.field, UnitCount{rule.units, rule.parts, 0, rule.multiple});
+        auto [it, fresh] = step.counts.emplace(rule.field, UnitCount{rule.units, rule.parts, 0, rule.multiple, ""});
         if (fresh) first[rule.field] = linear;
         ALPS_USAGE_CHECK(it->second.units == rule.units && it->second.parts == rule.parts, a.flag, ": ", linear,
                          " has ", rule.units, " units where ", first[rule.field], " has ", it->second.units,
@@ -261,7 +260,7 @@ void RunPlan::plan_expert_step(const model::CausalLM& m, const Recipe& r) {
   ALPS_USAGE_CHECK(E - removed >= top_k, flag, " ", r.remove_experts, " of ", E, " experts leaves ", E - removed,
                    ", fewer than the ", top_k, " each token is routed to (num_experts_per_tok)");
   expert_score = r.expert_score == "frequency" ? ExpertScore::frequency : ExpertScore::reap;  // check_recipe's choices
-  unit_steps.push_back({model::Structure::experts, flag, {{"experts", {E, 1, E - removed}}}});
+  unit_steps.push_back({model::Structure::experts, flag, {{"experts", {E, 1, E - removed, 1, ""}}}});
   needs_calibration = true;
 }
 

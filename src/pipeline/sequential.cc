@@ -15,6 +15,7 @@
 #include "alps/core/error.h"
 #include "alps/core/interrupt.h"
 #include "alps/core/log.h"
+#include "alps/core/strings.h"
 #include "alps/dist/group.h"
 #include "alps/model/causal_lm.h"
 #include "alps/pipeline/activations.h"
@@ -44,10 +45,7 @@ namespace {
 
 // A block's state file holds each reordered linear's Outcome::input_order under its weight's name and this suffix.
 constexpr std::string_view kOrderSuffix = ".input_order";
-bool is_order_entry(const std::string& name) {
-  return name.size() > kOrderSuffix.size() &&
-         name.compare(name.size() - kOrderSuffix.size(), kOrderSuffix.size(), kOrderSuffix) == 0;
-}
+bool is_order_entry(const std::string& name) { return ends_with(name, kOrderSuffix); }
 
 // One rank's run: the model, its calibration windows and the run's state as blocks are pruned one after another.
 class PruneRun {
