@@ -514,6 +514,8 @@ for p in sorted(glob.glob(os.path.join(logs, "prune70b-streams*.json"))):
     phases(f"The same with --solve-streams {os.path.basename(p)[16:-5]}", p)
 phases("The same with the earlier build (BASELINE_ALPS)", os.path.join(out, "prune70b-baseline.json"))
 phases("The whole LLaMA-7B-shaped run, ALPS 70%", os.path.join(out, "full7b.json"))
+for p in sorted(glob.glob(os.path.join(out, "structured7b-*.json"))):
+    phases(f"LLaMA-7B shape, {os.path.basename(p)[13:-5]} of the MLP neurons removed by OSSCAR", p, per_layer=False)
 structured_log = os.path.join(logs, "structured7b.log")
 if os.path.exists(structured_log):
     print("\n" + "\n".join(l.strip() for l in open(structured_log) if l.startswith("structured7b:")))

@@ -25,9 +25,26 @@ constexpr const char* kFormula =
     "host: nsamples * seqlen * hidden * bytes(dtype) (page-locked for a GPU: the next power of two; twice that with "
     "--sparsity-profile owl, whose dense pass runs on a copy); device: one block's weights + one [in,in] G per "
     "distinct linear input + solver workspace per concurrent solve (--solve-streams; ~4 [in,in] fp64, and 2 fp32 "
-    "[hidden,hidden] per shared factorization; without calibration data ~4 fp32 copies of the largest weight) + 64 "
+    "[hidden,hidden] per shared factorization; without calibration data ~4 fp32 copies of the largest weight; or, "
+    "where "
+    "larger, a structured step's choice: 4 [in,in] + 3 [out,in] fp64 of its largest consumer) + 64 "
     "MiB of library workspaces on a GPU + batch activations (with one batched attention step's scores; none without "
     "calibration data)";
+
+// A structured step chooses a block's units before its solves, on its consumer's statistics (docs/structured.md):
+// OSSCAR holds H and its inverse, the Schur complements' products and a candidate set's factor (about 4 [in, in]),
+// and the weight, its refit and the residual ([out, in]), all in fp64.
+int64_t structured_workspace(const model::CausalLM& m, const RunPlan& plan) {
+  int64_t most = 0;
+  for (const UnitStep& step : plan.unit_steps)
+    for (int64_t b = 0; b < m.num_blocks(); ++b)
+      for (const model::UnitRule& rule : m.unit_rules(b, step.structure)) {
+        if (!rule.refusal.empty()) continue;  // experts: chosen by their routed outputs' norms
+        const auto w = m.tensor(m.weight_name(b, rule.consumer));
+        most = std::max(most, (4 * w.size(1) * w.size(1) + 3 * w.size(0) * w.size(1)) * 8);
+      }
+  return most;
+}
 
 // Peak resident set size of this process (VmHWM).
 double peak_rss_gib() {
@@ -72,8 +89,10 @@ json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t wind
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates;
   // a method that reads only the weights, a few fp32 copies of the largest one (its magnitudes, its mask).
   // Solves run plan.solve_streams at a time on a GPU, each with its own workspace.
-  const int64_t solver =
-      plan.solve_streams * (plan.needs_calibration ? 4 * max_in * max_in * 8 : 4 * max_weight * 4);
+  // A structured step's choice runs before them, one unit rule at a time.
+  const int64_t structured = structured_workspace(m, plan);
+  const int64_t solver = std::max(
+      plan.solve_streams * (plan.needs_calibration ? 4 * max_in * max_in * 8 : 4 * max_weight * 4), structured);
   // One batch's activations, and on a GPU the scores of one batched attention step beside them.
   const int64_t batch =
       plan.needs_calibration
@@ -101,6 +120,7 @@ json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t wind
           {"device_statistics_gib_at_most", gib(device_stats)},
           {"host_statistics_gib_at_most", gib(stats - device_stats)},
           {"device_solver_gib", gib(solver + shared)},
+          {"device_structured_choice_gib", gib(structured)},
           {"device_libraries_gib", gib(libraries)},
           {"device_batch_activations_gib", gib(batch)},
           {"formula", kFormula}};

@@ -211,7 +211,7 @@ TEST(Recipe, ShippedConfigsParse) {
     if (e.path().extension() != ".json") continue;
     SCOPED_TRACE(e.path().string());
     const Recipe r = load_recipe(e.path());
-    EXPECT_TRUE(r.pattern.has_value());
+    EXPECT_TRUE(r.pattern.has_value() || r.removes_units());
     // The defaults of method constants live in their option tables (`alps methods`): a recipe that restates one
     // would go on stating it after the table changed.
     for (const auto& entry : prune::method_catalog()) {

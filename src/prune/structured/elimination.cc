@@ -12,12 +12,15 @@ namespace alps::prune::detail {
 
 namespace {
 
-// A symmetric positive definite matrix's inverse through its Cholesky factor.
-at::Tensor spd_inverse(const at::Tensor& A, const char* what) {
+// A symmetric positive definite matrix's Cholesky factor.
+at::Tensor spd_factor(const at::Tensor& A) {
   auto [L, info] = at::linalg_cholesky_ex(A);
-  ALPS_CHECK(info.item<int64_t>() == 0, what, ": the damped Gram matrix is not positive definite; raise damp");
-  return at::cholesky_inverse(L);
+  ALPS_CHECK(info.item<int64_t>() == 0,
+             "structured pruning: the damped Gram matrix is not positive definite; raise damp");
+  return L;
 }
+
+at::Tensor spd_inverse(const at::Tensor& A) { return at::cholesky_inverse(spd_factor(A)); }
 
 // tr(A_u B_u^-1 A_u^T) for every unit u: A [units, out, width], B [units, width, width].
 at::Tensor block_quadratic(const at::Tensor& A, const at::Tensor& B) {
@@ -46,13 +49,18 @@ std::vector<int64_t> top_units_per_part(const at::Tensor& score, int64_t parts, 
   return kept;
 }
 
+std::vector<int64_t> top_scored_units(const UnitProblem& p) {
+  const at::Tensor per_column = p.W0.to(at::kDouble).pow(2).sum(0) * p.G.to(at::kDouble).diagonal();
+  return top_units_per_part(per_column.view({p.units(), p.width}).sum(1), p.parts, p.keep);
+}
+
 KeptSet::KeptSet(const UnitProblem& p, double damp)
     : width_(p.width), units_(p.units()), parts_(p.parts), kept_(static_cast<size_t>(p.units()), true) {
   H_ = damped_unit_gram(p.G, damp);
   const at::Tensor W0 = p.W0.to(at::kDouble);
   C_ = at::matmul(W0, H_);
   W_ = W0.clone();  // C H^-1: every unit kept, nothing to make up for
-  Hinv_ = spd_inverse(H_, "structured pruning");
+  Hinv_ = spd_inverse(H_);
   base_ = (W0 * C_).sum().item<double>();
 }
 
@@ -96,7 +104,7 @@ void KeptSet::reset(const std::vector<int64_t>& units) {
   std::fill(kept_.begin(), kept_.end(), false);
   for (int64_t u : units) kept_.at(static_cast<size_t>(u)) = true;
   const at::Tensor S = unit_columns(kept_units(), width_, H_.device());
-  const at::Tensor HinvS = spd_inverse(H_.index_select(0, S).index_select(1, S), "structured pruning");
+  const at::Tensor HinvS = spd_inverse(H_.index_select(0, S).index_select(1, S));
   Hinv_.zero_();
   Hinv_.index_put_({S.unsqueeze(1), S.unsqueeze(0)}, HinvS);
   W_.zero_();
@@ -121,6 +129,13 @@ at::Tensor KeptSet::addition_gains() const {
 }
 
 double KeptSet::loss() const { return base_ - (W_ * C_).sum().item<double>(); }
+
+double KeptSet::loss_of(const std::vector<int64_t>& units) const {
+  const at::Tensor S = unit_columns(units, width_, H_.device());
+  const at::Tensor L = spd_factor(H_.index_select(0, S).index_select(1, S));
+  const at::Tensor CS = C_.index_select(1, S);
+  return base_ - (CS.t() * at::cholesky_solve(CS.t(), L)).sum().item<double>();
+}
 
 std::vector<int64_t> KeptSet::kept_units() const {
   std::vector<int64_t> units;

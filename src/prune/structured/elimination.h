@@ -18,6 +18,11 @@ at::Tensor damped_unit_gram(const at::Tensor& G, double damp);
 /// The kept units of each part with the highest `score` [units]: `keep` per part, ascending.
 std::vector<int64_t> top_units_per_part(const at::Tensor& score, int64_t parts, int64_t keep);
 
+/// The score method's kept set: in each part the `keep` units of largest sum over their columns j of
+/// ||W0[:, j]||^2 G_jj (for a neuron, its weight norm times its input's norm, squared), as structured Wanda and FLAP
+/// rank them.
+std::vector<int64_t> top_scored_units(const UnitProblem& p);
+
 /// A kept set S of units with its least-squares weights: W = C_S H_SS^-1 for C = W0 H (zeros outside S), and
 /// Hinv = H_SS^-1 embedded in an [in, in] matrix (zeros outside S). Removing units updates both exactly.
 class KeptSet {
@@ -37,6 +42,8 @@ class KeptSet {
   at::Tensor addition_gains() const;
   /// The damped objective tr(W0 H W0^T) - tr(W C^T) >= 0 of the current set.
   double loss() const;
+  /// The damped objective of keeping `units` instead, refit; the set stays as it is.
+  double loss_of(const std::vector<int64_t>& units) const;
 
   const std::vector<bool>& kept() const { return kept_; }
   std::vector<int64_t> kept_units() const;

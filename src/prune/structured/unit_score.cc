@@ -31,10 +31,8 @@ class UnitScore final : public UnitMethod {
 
   UnitSolution solve(const UnitProblem& p) const override {
     check_unit_problem(p, "score");
-    // sum over the unit's columns j of ||W0[:, j]||^2 G_jj: the squared product of the two norms for a neuron.
-    const at::Tensor per_column = p.W0.to(at::kDouble).pow(2).sum(0) * p.G.to(at::kDouble).diagonal();
     UnitSolution s;
-    s.kept = detail::top_units_per_part(per_column.view({p.units(), p.width}).sum(1), p.parts, p.keep);
+    s.kept = detail::top_scored_units(p);
     const at::Tensor cols = unit_columns(s.kept, p.width, p.W0.device());
     s.W = o_.refit ? refit_columns(p.W0, p.G, cols, o_.damp) : p.W0.index_select(1, cols).to(at::kFloat);
     s.stats["refit"] = o_.refit;
