@@ -46,6 +46,28 @@ int64_t structured_workspace(const model::CausalLM& m, const RunPlan& plan) {
   return most;
 }
 
+// The largest block's weights and statistics (a mixture's blocks hold every expert's linears and their statistics;
+// a model may mix mixture and dense blocks), and the widest input and largest weight of any linear.
+struct Largest {
+  int64_t weights = 0, stats = 0, in = 0, weight_elements = 0;
+};
+Largest largest_block(const model::CausalLM& m, const RunPlan& plan) {
+  Largest l;
+  for (int64_t b = 0; b < m.num_blocks(); ++b) {
+    int64_t weights_b = 0, stats_b = 0;
+    for (const auto& linear : plan.linears(m, b)) {
+      const auto w = m.tensor(m.weight_name(b, linear));
+      weights_b += w.numel() * element_bytes(plan.dtype);
+      if (plan.needs_calibration) stats_b += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);
+      l.in = std::max(l.in, w.size(1));
+      l.weight_elements = std::max(l.weight_elements, w.numel());
+    }
+    l.weights = std::max(l.weights, weights_b);
+    l.stats = std::max(l.stats, stats_b);
+  }
+  return l;
+}
+
 // Peak resident set size of this process (VmHWM).
 double peak_rss_gib() {
   std::ifstream status("/proc/self/status");
@@ -69,23 +91,9 @@ json memory_estimate(const model::CausalLM& m, const RunPlan& plan, int64_t wind
     while (block < activations) block *= 2;
     activations = block;
   }
-  // The largest block's (a mixture's blocks hold every expert's linears and their statistics; a model may mix
-  // mixture and dense blocks).
-  int64_t block_weights = 0;
-  int64_t stats = 0;
-  int64_t max_in = 0, max_weight = 0;
-  for (int64_t b = 0; b < m.num_blocks(); ++b) {
-    int64_t weights_b = 0, stats_b = 0;
-    for (const auto& linear : plan.linears(m, b)) {
-      const auto w = m.tensor(m.weight_name(b, linear));
-      weights_b += w.numel() * act;
-      if (plan.needs_calibration) stats_b += w.size(1) * w.size(1) * element_bytes(plan.stats_dtype);
-      max_in = std::max(max_in, w.size(1));
-      max_weight = std::max(max_weight, w.numel());
-    }
-    block_weights = std::max(block_weights, weights_b);
-    stats = std::max(stats, stats_b);
-  }
+  const Largest largest = largest_block(m, plan);
+  const int64_t block_weights = largest.weights, stats = largest.stats, max_in = largest.in;
+  const int64_t max_weight = largest.weight_elements;
   // The ALPS solve holds a few [in, in] matrices in fp64 (eigenvectors, the inverse) next to the [in, out] iterates;
   // a method that reads only the weights, a few fp32 copies of the largest one (its magnitudes, its mask).
   // Solves run plan.solve_streams at a time on a GPU, each with its own workspace.
