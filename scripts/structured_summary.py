@@ -33,7 +33,8 @@ def main():
         seconds = sum(b["seconds"] for b in s["blocks"])
         label = path.stem.rsplit("-", 1)[0] if path.stem.endswith("-refit") else path.stem
         method = s["method"] + ("+refit" if s.get("options", {}).get("refit") else "")
-        rel = sum(b["rel_error"] for b in s["blocks"]) / len(s["blocks"])
+        rels = [b["rel_error"] for b in s["blocks"] if "rel_error" in b]  # removed experts have none
+        rel = sum(rels) / len(rels) if rels else None
         stats = [b.get("stats", {}) for b in s["blocks"]]
         search = None
         if any("moves" in st for st in stats):

@@ -169,12 +169,19 @@ int64_t kept_per_part(const Ask& a, const std::string& what, const UnitCount& c)
   if (m == 1) return keep;
   ALPS_USAGE_CHECK(m < per_part, flag, " ", asked, " of ", per_part, " ", what, ": they keep a multiple of ", m, " (",
                    c.multiple_why, "), and none below ", per_part, " is one");
-  // The nearest multiple that removes some and keeps some.
+  // The nearest multiple that removes some and keeps some: where the nearest removes none or keeps none, the next
+  // one, which is further from what was asked than rounding goes, and the log warns.
   const int64_t nearest = static_cast<int64_t>(std::llround(static_cast<double>(keep) / static_cast<double>(m))) * m;
   const int64_t multiple = std::clamp(nearest, m, (per_part - 1) / m * m);
   if (multiple != keep)
-    spdlog::info("{} {} of {} {}: {} stay, not {}: a multiple of {} ({})", flag, asked, per_part, what, multiple, keep,
-                 m, c.multiple_why);
+    spdlog::log(multiple == nearest ? spdlog::level::info : spdlog::level::warn,
+                "{} {} of {} {}: {} stay, not {}: a multiple of {} ({}){}", flag, asked, per_part, what, multiple, keep,
+                m, c.multiple_why,
+                multiple == nearest
+                    ? ""
+                    : fmt::format("; {:.1f}% of them go, not {:.1f}%",
+                                  100.0 * static_cast<double>(per_part - multiple) / static_cast<double>(per_part),
+                                  100.0 * static_cast<double>(per_part - keep) / static_cast<double>(per_part)));
   return multiple;
 }
 
@@ -186,7 +193,8 @@ void round_to_multiples(UnitCount& c, const Recipe& r, bool neurons) {
         "bytes";
   if (!neurons || r.neuron_multiple == 1) return;
   c.multiple_why += fmt::format("{}--neuron-multiple {}", c.multiple_why.empty() ? "" : "; ", r.neuron_multiple);
-  c.multiple = std::lcm(c.multiple, r.neuron_multiple);
+  // One the part's width does not exceed is refused as it is (kept_per_part); an lcm of larger ones could overflow.
+  c.multiple = r.neuron_multiple >= c.units / c.parts ? r.neuron_multiple : std::lcm(c.multiple, r.neuron_multiple);
 }
 
 }  // namespace

@@ -77,6 +77,25 @@ TEST(PruneStructuredRun, AMixtureLosesTheSameShareOfEachExpertsNeuronsAndItsShar
             static_cast<int64_t>(fs::file_size(model / "model.safetensors")));
 }
 
+TEST(PruneStructuredRun, AMixturesExpertsKeepTheLeastCommonMultipleOfEightAndTheOneAsked) {
+  // --neuron-multiple 4: each expert's 18 of 24 rounds to a multiple of 8 (16), the shared expert's 30 of 40 to the
+  // nearest multiple of 4 above (32: halves round up), the dense MLP's 36 of 48 stays.
+  test::TempDir dir;
+  const fs::path model = test_prune::fixture_with_tokenizer("qwen2_moe_shared", dir.path());
+  const auto r = test::run_cli(args_for(
+      model, dir / "out", {"--remove-neurons", "0.25", "--neuron-multiple", "4", "--structured-method", "score"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("16 stay, not 18: a multiple of 8 (transformers multiplies a mixture's experts in grouped "
+                       "products, whose rows must be whole multiples of 16 bytes; --neuron-multiple 4)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("32 stay, not 30: a multiple of 4 (--neuron-multiple 4)"), std::string::npos) << r.err;
+  const json config = json::parse(io::read_text_file(dir / "out/config.json"));
+  EXPECT_EQ(config.at("moe_intermediate_size"), 16);
+  EXPECT_EQ(config.at("shared_expert_intermediate_size"), 32);
+  EXPECT_EQ(config.at("intermediate_size"), 36);
+}
+
 TEST(PruneStructuredRun, AMultimodalGemma3ShrinksItsTextConfigAndCarriesTheRest) {
   // The smaller count goes where the checkpoint states it (text_config), not beside it at the top level, where
   // transformers would not read it and would refuse the smaller tensors.

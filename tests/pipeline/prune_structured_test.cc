@@ -271,6 +271,17 @@ TEST(PruneStructuredRun, AMultipleOfNeuronsIsKeptAndTheLogSaysSo) {
   EXPECT_EQ(json::parse(io::read_text_file(dir / "out" / "config.json")).at("intermediate_size"), 128);
   const json structured = structured_of(r);
   for (const json& step : structured.at("blocks")) EXPECT_EQ(step.at("kept"), 128) << step.at("linear");
+  // 90% of them leaves 17, whose nearest multiple of 64 keeps none: 64 stay, and a warning (--quiet shows no less)
+  // says how far that is.
+  const auto far = test::run_cli(
+      args_for(test_prune::model_dir(), dir / "far",
+               {"--remove-neurons", "0.9", "--neuron-multiple", "64", "--structured-method", "score", "--quiet"}));
+  ASSERT_EQ(far.exit_code, 0) << far.err;
+  EXPECT_NE(far.err.find("--remove-neurons 0.9 of 172 MLP neurons: 64 stay, not 17: a multiple of 64 "
+                         "(--neuron-multiple 64); 62.8% of them go, not 90.1%"),
+            std::string::npos)
+      << far.err;
+  EXPECT_EQ(json::parse(io::read_text_file(dir / "far" / "config.json")).at("intermediate_size"), 64);
 }
 
 TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
@@ -301,7 +312,7 @@ TEST(PruneStructuredRun, WhatNoRuleOrCountAllowsIsRefusedBeforeAnyWork) {
       {"",
        {"--sparsity", "0.5", "--neuron-multiple", "32"},
        "--neuron-multiple 32 rounds the MLP neurons --remove-neurons keeps"},
-      {"", {"--remove-neurons", "0.25", "--neuron-multiple", "0"}, "--neuron-multiple"},
+      {"", {"--remove-neurons", "0.25", "--neuron-multiple", "0"}, "--neuron-multiple: expected an integer >= 1"},
       {"",
        {"--remove-neurons", "0.25", "--neuron-multiple", "172"},
        "--remove-neurons 0.25 of 172 MLP neurons: they keep a multiple of 172 (--neuron-multiple 172), and none below "
