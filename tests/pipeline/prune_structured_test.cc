@@ -271,8 +271,8 @@ TEST(PruneStructuredRun, AMultipleOfNeuronsIsKeptAndTheLogSaysSo) {
   EXPECT_EQ(json::parse(io::read_text_file(dir / "out" / "config.json")).at("intermediate_size"), 128);
   const json structured = structured_of(r);
   for (const json& step : structured.at("blocks")) EXPECT_EQ(step.at("kept"), 128) << step.at("linear");
-  // 90% of them leaves 17, whose nearest multiple of 64 keeps none: 64 stay, and a warning (--quiet shows no less)
-  // says how far that is.
+  // 90% of them leaves 17, whose nearest multiple of 64 keeps none: 64 stay, and a warning, which --quiet still
+  // shows, says how far that is from what was asked.
   const auto far = test::run_cli(
       args_for(test_prune::model_dir(), dir / "far",
                {"--remove-neurons", "0.9", "--neuron-multiple", "64", "--structured-method", "score", "--quiet"}));
