@@ -9,6 +9,7 @@
 #include <set>
 
 #include "alps/core/error.h"
+#include "alps/core/strings.h"
 #include "alps/core/suggest.h"
 #include "alps/io/text_files.h"
 #include "model/fused_experts.h"
@@ -60,8 +61,7 @@ bool is_weights_file(const std::string& name) {
     return kExtensions.count(fs::path(n).extension().string()) > 0;
   };
   const std::string index = ".index.json";
-  if (name.size() > index.size() && name.compare(name.size() - index.size(), index.size(), index) == 0)
-    return weights_extension(name.substr(0, name.size() - index.size()));
+  if (ends_with(name, index)) return weights_extension(name.substr(0, name.size() - index.size()));
   return weights_extension(name);
 }
 

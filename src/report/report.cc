@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "alps/core/build_info.h"
+#include "alps/core/strings.h"
 #include "alps/report/structured_summary.h"
 
 namespace alps::report {
@@ -313,7 +314,7 @@ std::string eval_table(const RunReport& r) {
     if (e.contains("task")) {  // zero-shot task: its metrics
       const auto& metrics = e["metrics"];
       for (const auto& [name, value] : metrics.items()) {
-        if (!value.is_number() || (name.size() > 7 && name.compare(name.size() - 7, 7, "_stderr") == 0)) continue;
+        if (!value.is_number() || (name.size() > 7 && ends_with(name, "_stderr"))) continue;
         const auto se = metrics.find(name + "_stderr");
         out += fmt::format(
             "{:<24} {:<16} {:>12.4f}{}  {} documents{}\n", e.value("task", "?"), name, value.get<double>(),
