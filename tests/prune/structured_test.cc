@@ -115,7 +115,8 @@ TEST(Structured, OsscarNeverLosesToEliminationOrTheScoresRefitAndOftenFindsTheBe
       const double eo = unit_relative_error(e.p, os), eb = unit_relative_error(e.p, ob);
       EXPECT_GE(eo, best * (1 - 1e-9));
       EXPECT_LE(eo, eb * (1 + 1e-9)) << "seed " << seed;
-      EXPECT_LE(eo, unit_relative_error(e.p, sc) * (1 + 1e-9)) << "seed " << seed;
+      // On the kept sets' exact fits (the weights' fp32 rounding would blur a tie between equal sets).
+      EXPECT_LE(best_error_of(e, os.kept), best_error_of(e, sc.kept) * (1 + 1e-9)) << "seed " << seed;
       optimal += eo <= best * (1 + 1e-9);
       obs_optimal += eb <= best * (1 + 1e-9);
       from_score += os.stats.at("start") == "score";
@@ -154,7 +155,10 @@ TEST(Structured, OsscarsSearchEndsWhereNoSingleSwapHelps) {
     std::vector<int64_t> kept = set.kept_units();
     kept.push_back(set.addition_gains().argmax().item<int64_t>());
     std::sort(kept.begin(), kept.end());
-    EXPECT_GE(set.loss_of(kept), loss * (1 - 1e-12)) << "seed " << seed;
+    // Both losses are energy - tr(C_S H_SS^-1 C_S^T) in fp64 through two factorizations of a 10 x 10 H_SS: they
+    // differ by about 24 eps cond(H_SS) energy, under 1e-12 energy for these inputs (cond(H_SS) 12 to 92).
+    const double energy = at::matmul(e.X, e.W0.t()).pow(2).sum().item<double>();
+    EXPECT_GE(set.loss_of(kept), loss - 1e-10 * energy) << "seed " << seed;
   }
 }
 
